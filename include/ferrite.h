@@ -1,0 +1,227 @@
+/*
+ * ferrite.h -- public C API of Ferrite, a user-space persistent-memory file system.
+ *
+ * Conventions (every function):
+ *   - returns 0 (or a count / descriptor >= 0) on success and -errno on failure;
+ *     errno itself is never consulted or set by the library;
+ *   - a readable explanation of the calling thread's most recent failure is
+ *     available from ferrite_errmsg();
+ *   - every call that changes state is durable when it returns (sync mode);
+ *     ferrite_fsync() has nothing left to do;
+ *   - paths are resolved inside the pool: "/" is the pool's root directory and
+ *     relative paths are resolved from the root as well;
+ *   - permission checks use the calling thread's credentials: the process's
+ *     effective uid/gid and supplementary groups, unless ferrite_set_creds()
+ *     installed others for this thread (the FUSE daemon does so per request).
+ *
+ * Thread safety: a mounted ferrite_fs may be used by any number of threads at
+ * once. Operations on different files proceed in parallel; see
+ * docs/contracts.md for the locks each operation takes.
+ */
+#ifndef FERRITE_H
+#define FERRITE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/types.h>
+#include <sys/uio.h>
+#include <time.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define FERRITE_API __attribute__((visibility("default")))
+
+#define FERRITE_VERSION_MAJOR 0
+#define FERRITE_VERSION_MINOR 1
+
+/* Flags for ferrite_rename() (same values as Linux renameat2). */
+#ifndef RENAME_NOREPLACE
+#define RENAME_NOREPLACE (1u << 0)
+#endif
+#ifndef RENAME_EXCHANGE
+#define RENAME_EXCHANGE (1u << 1)
+#endif
+
+/* Modes for ferrite_fallocate() (same values as Linux fallocate). */
+#ifndef FALLOC_FL_KEEP_SIZE
+#define FALLOC_FL_KEEP_SIZE 0x01
+#endif
+#ifndef FALLOC_FL_PUNCH_HOLE
+#define FALLOC_FL_PUNCH_HOLE 0x02
+#endif
+
+/* Consistency mode of a pool (chosen at mkfs, see docs/format.md). */
+enum ferrite_mode {
+	FERRITE_MODE_SYNC = 0,   /* metadata atomic, writes durable, appends atomic */
+	FERRITE_MODE_STRICT = 1, /* reserved: every write atomic (a later release) */
+};
+
+typedef struct ferrite_fs ferrite_fs;   /* a mounted pool */
+typedef struct ferrite_dir ferrite_dir; /* an open directory stream */
+
+/* ---- pools --------------------------------------------------------------- */
+
+struct ferrite_mkfs_opts {
+	uint64_t size;     /* bytes; 0 = 1 GiB for a new file, the device size for DAX */
+	int mode;          /* enum ferrite_mode */
+	int force;         /* overwrite an existing ferrite pool or non-empty file */
+	int no_hugepages;  /* do not try to give the default pool 2 MiB pages */
+	/* progress: called now and then with done/total in [0, total]; may be NULL */
+	void (*progress)(void *arg, uint64_t done, uint64_t total);
+	void *progress_arg;
+};
+
+struct ferrite_mount_opts {
+	int read_only; /* reserved; must be 0 */
+};
+
+/* The pool used when none is named: $FERRITE_POOL, else
+ * /dev/shm/ferrite/default.pool. */
+FERRITE_API const char *ferrite_default_pool(void);
+
+/* Formats POOL (a regular file, created if missing; a device-DAX node; or a
+ * file on a DAX file system). opts may be NULL for defaults. */
+FERRITE_API int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts);
+
+/* Opens and recovers POOL. A pool is used by one process at a time: a second
+ * opener gets -EBUSY. A foreign, damaged, truncated or newer-format pool gets
+ * -EUCLEAN, -EINVAL or -EPROTONOSUPPORT with a one-line ferrite_errmsg(). */
+FERRITE_API int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out);
+
+/* Closes every descriptor and stream still open and releases the pool. */
+FERRITE_API int ferrite_unmount(ferrite_fs *fs);
+
+/* Explanation of the calling thread's last failure ("" if none). */
+FERRITE_API const char *ferrite_errmsg(void);
+
+/* Credentials used for permission checks by the calling thread. ngroups may
+ * be 0. ferrite_reset_creds() returns to the process's own credentials. */
+FERRITE_API int ferrite_set_creds(uid_t uid, gid_t gid, size_t ngroups, const gid_t *groups);
+FERRITE_API void ferrite_reset_creds(void);
+
+/* ---- files ---------------------------------------------------------------- */
+
+/* flags: O_RDONLY/O_WRONLY/O_RDWR | O_CREAT | O_EXCL | O_TRUNC | O_APPEND |
+ * O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC (accepted, no meaning here). Returns a
+ * descriptor >= 0, private to this ferrite_fs. */
+FERRITE_API int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode);
+FERRITE_API int ferrite_close(ferrite_fs *fs, int fd);
+/* A second descriptor for the same open file (shared offset and flags). */
+FERRITE_API int ferrite_dup(ferrite_fs *fs, int fd);
+
+FERRITE_API ssize_t ferrite_read(ferrite_fs *fs, int fd, void *buf, size_t count);
+FERRITE_API ssize_t ferrite_write(ferrite_fs *fs, int fd, const void *buf, size_t count);
+FERRITE_API ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset);
+FERRITE_API ssize_t ferrite_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset);
+FERRITE_API ssize_t ferrite_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
+FERRITE_API ssize_t ferrite_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
+FERRITE_API ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
+FERRITE_API ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
+
+/* whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE. */
+FERRITE_API off_t ferrite_lseek(ferrite_fs *fs, int fd, off_t offset, int whence);
+
+FERRITE_API int ferrite_ftruncate(ferrite_fs *fs, int fd, off_t length);
+FERRITE_API int ferrite_truncate(ferrite_fs *fs, const char *path, off_t length);
+/* mode: 0, FALLOC_FL_KEEP_SIZE, or FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE. */
+FERRITE_API int ferrite_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len);
+FERRITE_API int ferrite_fsync(ferrite_fs *fs, int fd);
+FERRITE_API int ferrite_fdatasync(ferrite_fs *fs, int fd);
+
+/* ---- attributes ------------------------------------------------------------ */
+
+FERRITE_API int ferrite_stat(ferrite_fs *fs, const char *path, struct stat *st);
+FERRITE_API int ferrite_lstat(ferrite_fs *fs, const char *path, struct stat *st);
+FERRITE_API int ferrite_fstat(ferrite_fs *fs, int fd, struct stat *st);
+FERRITE_API int ferrite_statvfs(ferrite_fs *fs, struct statvfs *sv);
+FERRITE_API int ferrite_chmod(ferrite_fs *fs, const char *path, mode_t mode);
+FERRITE_API int ferrite_fchmod(ferrite_fs *fs, int fd, mode_t mode);
+/* uid/gid of (uid_t)-1 / (gid_t)-1 leave that id unchanged. */
+FERRITE_API int ferrite_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
+FERRITE_API int ferrite_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
+FERRITE_API int ferrite_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid);
+/* times[0] = atime, times[1] = mtime; NULL = now; UTIME_NOW / UTIME_OMIT
+ * honoured. flags: 0 or AT_SYMLINK_NOFOLLOW. */
+FERRITE_API int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags);
+FERRITE_API int ferrite_futimens(ferrite_fs *fs, int fd, const struct timespec times[2]);
+/* mode: F_OK or a combination of R_OK, W_OK, X_OK. */
+FERRITE_API int ferrite_access(ferrite_fs *fs, const char *path, int mode);
+
+/* ---- namespace ------------------------------------------------------------- */
+
+FERRITE_API int ferrite_mkdir(ferrite_fs *fs, const char *path, mode_t mode);
+FERRITE_API int ferrite_rmdir(ferrite_fs *fs, const char *path);
+FERRITE_API int ferrite_unlink(ferrite_fs *fs, const char *path);
+/* flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE. */
+FERRITE_API int ferrite_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
+FERRITE_API int ferrite_link(ferrite_fs *fs, const char *oldpath, const char *newpath);
+FERRITE_API int ferrite_symlink(ferrite_fs *fs, const char *target, const char *linkpath);
+/* Like readlink(2): no terminating NUL; returns the number of bytes placed. */
+FERRITE_API ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size);
+
+/* ---- directories ----------------------------------------------------------- */
+
+struct ferrite_dirent {
+	uint64_t ino;
+	int64_t off;        /* cookie of the entry after this one (for seekdir) */
+	unsigned char type; /* DT_REG, DT_DIR, DT_LNK, ... */
+	char name[256];
+};
+
+FERRITE_API int ferrite_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out);
+/* Returns 1 with *ent filled, 0 at the end, or -errno. "." and ".." come
+ * first. Entries present for the whole life of the stream are returned exactly
+ * once even while others are added and removed. */
+FERRITE_API int ferrite_readdir(ferrite_dir *dir, struct ferrite_dirent *ent);
+FERRITE_API int64_t ferrite_telldir(ferrite_dir *dir);
+FERRITE_API int ferrite_seekdir(ferrite_dir *dir, int64_t cookie);
+FERRITE_API int ferrite_rewinddir(ferrite_dir *dir);
+FERRITE_API int ferrite_closedir(ferrite_dir *dir);
+
+/* ---- inspection (used by the ferrite command) ------------------------------ */
+
+struct ferrite_info {
+	char uuid[37];
+	uint32_t format_version;
+	int mode;                  /* enum ferrite_mode */
+	uint64_t pool_bytes;       /* size of the pool */
+	uint64_t data_bytes;       /* bytes the allocator manages */
+	uint64_t free_bytes;
+	uint64_t files, directories, symlinks;
+	uint64_t inode_capacity;   /* inodes that fit in allocated inode blocks */
+	uint64_t vspace_bytes;     /* size of the virtual partition space */
+	int top_level;             /* highest partition level */
+	uint64_t max_file_size;
+	uint64_t partitions_allocated[16]; /* by level */
+	uint64_t ppt_huge_windows;  /* 2 MiB windows mapped by a single entry */
+	uint64_t ppt_table_windows; /* windows mapped page by page */
+	uint64_t ppt_pages;         /* pages used by the page table itself */
+	uint64_t log_slots;
+	char backing[160];          /* where the pool lives and its page size */
+	int huge_pages;             /* 1 if the pool is backed by 2 MiB pages */
+	char persistence[64];       /* flush instruction chosen at run time */
+};
+
+FERRITE_API int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info);
+
+/* Consistency check of an unmounted pool. Prints a line per problem through
+ * report (may be NULL). repair: fix what can be fixed without guessing.
+ * Returns a bit set like e2fsck: 0 clean, 1 errors corrected, 4 errors left
+ * uncorrected, 8 operational error (pool unreadable); negative -errno when the
+ * pool could not be opened at all. */
+#define FERRITE_FSCK_CLEAN 0
+#define FERRITE_FSCK_CORRECTED 1
+#define FERRITE_FSCK_UNCORRECTED 4
+#define FERRITE_FSCK_OPERROR 8
+FERRITE_API int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
+		 void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
+		 void *progress_arg);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* FERRITE_H */

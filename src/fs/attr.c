@@ -1,0 +1,286 @@
+/*
+ * attr.c -- credentials, permission checks and attribute operations: stat,
+ * chmod, chown, utimens, access, statvfs.
+ *
+ * Permission model: POSIX mode bits with owner/group/other classes and
+ * supplementary groups; uid 0 passes every check except execute on a file
+ * with no execute bit. Attribute changes are single-inode transactions.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+#include "persist/pm.h"
+
+static __thread struct fs_cred tl_cred;
+static __thread int tl_cred_state; /* 0 unset, 1 process creds cached, 2 override */
+
+const struct fs_cred *cred_get(void)
+{
+	if (!tl_cred_state) {
+		tl_cred.uid = geteuid();
+		tl_cred.gid = getegid();
+		int n = getgroups((int)FR_ARRAY_SIZE(tl_cred.groups), tl_cred.groups);
+		tl_cred.ngroups = n < 0 ? 0 : n;
+		tl_cred_state = 1;
+	}
+	return &tl_cred;
+}
+
+int ferrite_set_creds(uid_t uid, gid_t gid, size_t ngroups, const gid_t *groups)
+{
+	fr_err_clear();
+	if (ngroups > FR_ARRAY_SIZE(tl_cred.groups) || (ngroups && !groups))
+		return fr_err_finish(-EINVAL);
+	tl_cred.uid = uid;
+	tl_cred.gid = gid;
+	tl_cred.ngroups = (int)ngroups;
+	if (ngroups)
+		memcpy(tl_cred.groups, groups, ngroups * sizeof(gid_t));
+	tl_cred_state = 2;
+	return 0;
+}
+
+void ferrite_reset_creds(void)
+{
+	tl_cred_state = 0;
+}
+
+static int in_group(const struct fs_cred *c, gid_t g)
+{
+	if (c->gid == g)
+		return 1;
+	for (int i = 0; i < c->ngroups; i++)
+		if (c->groups[i] == g)
+			return 1;
+	return 0;
+}
+
+int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip, int mask)
+{
+	uint32_t mode = rd4(tx, &ip->i_mode);
+	if (c->uid == 0) {
+		if ((mask & 1) && !S_ISDIR(mode) && !(mode & 0111))
+			return -EACCES;
+		return 0;
+	}
+	unsigned bits;
+	if (c->uid == rd4(tx, &ip->i_uid))
+		bits = (mode >> 6) & 7;
+	else if (in_group(c, rd4(tx, &ip->i_gid)))
+		bits = (mode >> 3) & 7;
+	else
+		bits = mode & 7;
+	return ((unsigned)mask & ~bits) ? -EACCES : 0;
+}
+
+void inode_to_stat(ferrite_fs *fs, const struct fr_inode *ip, struct stat *st)
+{
+	memset(st, 0, sizeof(*st));
+	uint64_t dev;
+	memcpy(&dev, fs->m.sb->sb_uuid, sizeof(dev));
+	st->st_dev = (dev_t)(dev & 0xffffffffULL);
+	st->st_ino = (ino_t)ino_of(fs, ip);
+	st->st_mode = ip->i_mode;
+	st->st_nlink = ip->i_nlink;
+	st->st_uid = ip->i_uid;
+	st->st_gid = ip->i_gid;
+	st->st_size = (off_t)ip->i_size;
+	if (S_ISDIR(ip->i_mode) && ip->i_dkind != I_DIR_LARGE)
+		st->st_size = 4096; /* small directories live in a dentry pool entry */
+	st->st_blksize = 4096;
+	st->st_blocks = (blkcnt_t)(ip->i_blocks * 8);
+	st->st_atim.tv_sec = ip->i_atime_sec;
+	st->st_atim.tv_nsec = ip->i_atime_nsec;
+	st->st_mtim.tv_sec = ip->i_mtime_sec;
+	st->st_mtim.tv_nsec = ip->i_mtime_nsec;
+	st->st_ctim.tv_sec = ip->i_ctime_sec;
+	st->st_ctim.tv_nsec = ip->i_ctime_nsec;
+}
+
+int fs_stat_ino(ferrite_fs *fs, uint64_t ino, struct stat *st)
+{
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	pthread_rwlock_rdlock(lk);
+	inode_to_stat(fs, ino_ptr(fs, ino), st);
+	pthread_rwlock_unlock(lk);
+	return 0;
+}
+
+int fs_stat(ferrite_fs *fs, const char *path, struct stat *st, int follow)
+{
+	if (!st)
+		return -EFAULT;
+	struct nameidata nd;
+	int rc = path_walk(fs, path, follow ? LOOKUP_FOLLOW : 0, &nd);
+	if (rc)
+		return rc;
+	return fs_stat_ino(fs, nd.ino, st);
+}
+
+/* Runs change(tx, ip, arg) on one inode in its own transaction. */
+static int attr_tx(ferrite_fs *fs, uint64_t ino,
+		   int (*change)(ferrite_fs *, struct tx *, struct fr_inode *, const void *),
+		   const void *arg)
+{
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	pthread_rwlock_wrlock(lk);
+	struct log_ctx *lc = op_begin(fs);
+	int rc = -ENOMEM;
+	if (lc) {
+		rc = change(fs, lc->tx, ino_ptr(fs, ino), arg);
+		if (rc)
+			tx_abort(lc->tx);
+		else
+			rc = op_commit(fs, lc);
+		op_end(fs, lc);
+	}
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
+static int do_chmod(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, const void *arg)
+{
+	const struct fs_cred *c = cred_get();
+	mode_t mode = *(const mode_t *)arg & 07777;
+	if (c->uid != 0 && c->uid != ip->i_uid)
+		return -EPERM;
+	if (c->uid != 0 && !S_ISDIR(ip->i_mode) && !in_group(c, ip->i_gid))
+		mode &= ~(mode_t)S_ISGID;
+	tx_set4(tx, &ip->i_mode, (ip->i_mode & S_IFMT) | mode);
+	struct timespec now;
+	fs_now(&now);
+	ino_set_times(tx, ip, T_CTIME, &now);
+	return 0;
+}
+
+int fs_chmod_ino(ferrite_fs *fs, uint64_t ino, mode_t mode)
+{
+	return attr_tx(fs, ino, do_chmod, &mode);
+}
+
+struct chown_arg {
+	uid_t uid;
+	gid_t gid;
+};
+
+static int do_chown(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, const void *arg)
+{
+	const struct chown_arg *a = arg;
+	const struct fs_cred *c = cred_get();
+	uid_t uid = a->uid == (uid_t)-1 ? ip->i_uid : a->uid;
+	gid_t gid = a->gid == (gid_t)-1 ? ip->i_gid : a->gid;
+	if (c->uid != 0) {
+		if (uid != ip->i_uid || c->uid != ip->i_uid)
+			return -EPERM;
+		if (gid != ip->i_gid && !in_group(c, gid))
+			return -EPERM;
+	}
+	uint32_t mode = ip->i_mode;
+	if (!S_ISDIR(mode) && (a->uid != (uid_t)-1 || a->gid != (gid_t)-1)) {
+		mode &= ~(uint32_t)S_ISUID;
+		if (mode & S_IXGRP)
+			mode &= ~(uint32_t)S_ISGID;
+	}
+	tx_set4(tx, &ip->i_uid, uid);
+	tx_set4(tx, &ip->i_gid, gid);
+	tx_set4(tx, &ip->i_mode, mode);
+	struct timespec now;
+	fs_now(&now);
+	ino_set_times(tx, ip, T_CTIME, &now);
+	return 0;
+}
+
+int fs_chown_ino(ferrite_fs *fs, uint64_t ino, uid_t uid, gid_t gid)
+{
+	struct chown_arg a = {uid, gid};
+	return attr_tx(fs, ino, do_chown, &a);
+}
+
+static int do_utimens(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, const void *arg)
+{
+	const struct timespec *t = arg;
+	const struct fs_cred *c = cred_get();
+	struct timespec now;
+	fs_now(&now);
+	int explicit_time = 0, any = 0;
+	for (int i = 0; i < 2; i++) {
+		if (t[i].tv_nsec == UTIME_OMIT)
+			continue;
+		any = 1;
+		if (t[i].tv_nsec != UTIME_NOW) {
+			if (t[i].tv_nsec < 0 || t[i].tv_nsec >= 1000000000L)
+				return -EINVAL;
+			explicit_time = 1;
+		}
+	}
+	if (!any)
+		return 0;
+	if (c->uid != 0 && c->uid != ip->i_uid) {
+		if (explicit_time)
+			return -EPERM;
+		if (perm_check(c, NULL, ip, 2))
+			return -EACCES;
+	}
+	for (int i = 0; i < 2; i++) {
+		if (t[i].tv_nsec == UTIME_OMIT)
+			continue;
+		const struct timespec *v = t[i].tv_nsec == UTIME_NOW ? &now : &t[i];
+		ino_set_times(tx, ip, i == 0 ? T_ATIME : T_MTIME, v);
+	}
+	ino_set_times(tx, ip, T_CTIME, &now);
+	return 0;
+}
+
+int fs_utimens_ino(ferrite_fs *fs, uint64_t ino, const struct timespec times[2])
+{
+	struct timespec t[2];
+	if (times) {
+		t[0] = times[0];
+		t[1] = times[1];
+	} else {
+		t[0].tv_sec = t[1].tv_sec = 0;
+		t[0].tv_nsec = t[1].tv_nsec = UTIME_NOW;
+	}
+	return attr_tx(fs, ino, do_utimens, t);
+}
+
+int fs_access(ferrite_fs *fs, const char *path, int mode)
+{
+	if (mode & ~(R_OK | W_OK | X_OK))
+		return -EINVAL;
+	struct nameidata nd;
+	int rc = path_walk(fs, path, LOOKUP_FOLLOW, &nd);
+	if (rc || mode == F_OK)
+		return rc;
+	int mask = ((mode & R_OK) ? 4 : 0) | ((mode & W_OK) ? 2 : 0) | ((mode & X_OK) ? 1 : 0);
+	return perm_check(cred_get(), NULL, ino_ptr(fs, nd.ino), mask);
+}
+
+int fs_statvfs(ferrite_fs *fs, struct statvfs *sv)
+{
+	if (!sv)
+		return -EFAULT;
+	memset(sv, 0, sizeof(*sv));
+	struct space *sp = &fs->m.sp;
+	struct mp_head *ih = &fs->m.st->st_pools[MP_INODE];
+	uint64_t freep = bud_free_pages(sp);
+	sv->f_bsize = 4096;
+	sv->f_frsize = 4096;
+	sv->f_blocks = sp->data_end_page - sp->data_page;
+	sv->f_bfree = freep;
+	sv->f_bavail = freep;
+	/* Inodes come from 2 MiB pool blocks allocated on demand: every free
+	 * page could hold 16 more. */
+	sv->f_files = ih->mph_total + freep * 16;
+	sv->f_ffree = sv->f_files - ih->mph_live;
+	sv->f_favail = sv->f_ffree;
+	uint64_t id;
+	memcpy(&id, fs->m.sb->sb_uuid, sizeof(id));
+	sv->f_fsid = (unsigned long)id;
+	sv->f_namemax = FS_NAME_MAX;
+	return 0;
+}

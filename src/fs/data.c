@@ -1,0 +1,682 @@
+/*
+ * data.c -- the data path in sync mode: read, write, append, truncate,
+ * fallocate, SEEK_DATA/HOLE, and the partition upgrades behind them.
+ *
+ * A file's bytes live at sp->vbase + i_part + offset; the MMU translates.
+ * Writes copy with non-temporal stores straight into that range.
+ *
+ * Invariants: D1 size > 0 implies the inode has a partition holding [0, size);
+ *             D2 in a small partition (levels 0-2) every page below the size
+ *               is backed: small files have no holes;
+ *             D3 bytes at or beyond the size may hold anything; any range that
+ *               enters the file (write past EOF, truncate up, fallocate) is
+ *               written or zeroed before the size that exposes it is published;
+ *             D4 a newly backed page that lies below the size is zeroed or
+ *               fully overwritten before its mapping can commit (holes read 0).
+ * Crash argument: partition changes and backing are one logged transaction
+ *   per call, committed before the data is copied. Data is fenced before the
+ *   8-byte size store that publishes an append (ctFS 3.5), so a crash shows
+ *   the old size or the new one with its data. An overwrite that does not
+ *   change the size is durable but not atomic (sync mode). Truncating down
+ *   publishes the smaller size first; pages beyond it are then released in
+ *   bounded transactions, and leftovers beyond EOF are harmless (D3).
+ * Locking: the inode's write lock for changes, read lock for reads.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "fs/fs.h"
+#include "persist/pm.h"
+
+#define BATCH_WINDOWS 192
+
+static int level_of(struct tx *tx, struct fr_inode *ip)
+{
+	return tx ? tx_get1(tx, &ip->i_level) : ip->i_level;
+}
+
+static uint64_t part_bytes(int level)
+{
+	return level == I_NO_PART ? 0 : sp_level_size(level);
+}
+
+static int is_small(int level)
+{
+	return level != I_NO_PART && level < SP_L3;
+}
+
+static void add_blocks(struct tx *tx, struct fr_inode *ip, int64_t pages)
+{
+	tx_set8(tx, &ip->i_blocks, tx_get8(tx, &ip->i_blocks) + (uint64_t)pages);
+}
+
+uint64_t dp_phys(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off)
+{
+	int level = level_of(tx, ip);
+	if (level == I_NO_PART || off >= part_bytes(level))
+		return 0;
+	uint64_t v = rd8(tx, &ip->i_part) + off;
+	return tx ? ppt_page_tx(tx, v) : ppt_page(&fs->m.sp, v);
+}
+
+/* Backs the pages of [off, off+len). Newly backed memory that lies below
+ * zero_below and outside [w0, w1) (about to be overwritten) is zeroed before
+ * the transaction commits (D4). */
+static int back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off,
+		      uint64_t len, uint64_t zero_below, uint64_t w0, uint64_t w1)
+{
+	struct space *sp = &fs->m.sp;
+	int level = level_of(tx, ip);
+	uint64_t part = tx_get8(tx, &ip->i_part);
+	if (len == 0)
+		return 0;
+	if (is_small(level)) {
+		uint64_t p0 = FR_ALIGN_DOWN(off, FR_PAGE_SIZE);
+		for (uint64_t p = p0; p < off + len; p += FR_PAGE_SIZE) {
+			uint64_t phys;
+			int fresh, rc = part_small_back(tx, part + p, &phys, &fresh);
+			if (rc)
+				return rc;
+			if (!fresh)
+				continue;
+			add_blocks(tx, ip, 1);
+			if (p < zero_below && !(p >= w0 && p + FR_PAGE_SIZE <= w1)) {
+				pm_zero_nt(sp_ptr(sp, phys), FR_PAGE_SIZE);
+				tx_mark_fresh(tx);
+			}
+		}
+		return 0;
+	}
+	uint64_t wstart = FR_ALIGN_DOWN(off, FR_UNIT_SIZE);
+	for (uint64_t w = wstart; w < off + len; w += FR_UNIT_SIZE) {
+		uint64_t phys;
+		int rc = part_large_back(tx, part + w, &phys);
+		if (rc < 0)
+			return rc;
+		if (rc == 1)
+			continue; /* already backed */
+		add_blocks(tx, ip, 512);
+		if (w < zero_below && !(w >= w0 && w + FR_UNIT_SIZE <= w1)) {
+			for (uint64_t p = 0; p < FR_UNIT_SIZE; p += FR_PAGE_SIZE) {
+				uint64_t pp = phys ? phys + p : ppt_page_tx(tx, part + w + p);
+				pm_zero_nt(sp_ptr(sp, pp), FR_PAGE_SIZE);
+			}
+			tx_mark_fresh(tx);
+		}
+	}
+	return 0;
+}
+
+/* Releases backing of whole pages/windows in [from, to) of the partition. */
+static void unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t from,
+			 uint64_t to)
+{
+	int level = level_of(tx, ip);
+	uint64_t part = tx_get8(tx, &ip->i_part);
+	if (level == I_NO_PART || from >= to)
+		return;
+	if (is_small(level)) {
+		from = FR_ALIGN_UP(from, FR_PAGE_SIZE);
+		for (uint64_t p = from; p < to; p += FR_PAGE_SIZE)
+			if (ppt_page_tx(tx, part + p)) {
+				part_small_unback(tx, part + p, FR_PAGE_SIZE);
+				add_blocks(tx, ip, -1);
+			}
+		return;
+	}
+	from = FR_ALIGN_UP(from, FR_UNIT_SIZE);
+	for (uint64_t w = from; w < to; w += FR_UNIT_SIZE) {
+		uint64_t went = ppt_window_tx(tx, part + w);
+		if (went == PPT_NONE)
+			continue;
+		int64_t pages = 512;
+		if ((went & PPT_TYPE_MASK) == PPT_TABLE)
+			pages = ppt_table(&fs->m.sp, went)->pt_npages;
+		part_large_unback(tx, part + w);
+		add_blocks(tx, ip, -pages);
+	}
+}
+
+/* Moves the inode's data into a partition of new_level (ctFS upgrade and
+ * downgrade). Whole windows move by remapping (pswap); partitions below
+ * 2 MiB are copied, which costs less than remapping a few pages
+ * (machine-limits.md: ~14 us per remapped 4 KiB page). keep = bytes that
+ * matter; everything beyond must already be released when shrinking. */
+static int relocate(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, int new_level,
+		    uint64_t keep)
+{
+	struct space *sp = &fs->m.sp;
+	int old_level = level_of(tx, ip);
+	uint64_t old_v = tx_get8(tx, &ip->i_part), nv = 0;
+	if (old_level == new_level)
+		return 0;
+	int rc = 0;
+	if (new_level != I_NO_PART) {
+		rc = part_alloc(tx, new_level, &nv);
+		if (rc)
+			return rc == -EUCLEAN ? fr_err(rc, "partition tree damaged") : rc;
+	}
+	if (old_level != I_NO_PART && new_level != I_NO_PART) {
+		if (old_level >= SP_L3 && new_level >= SP_L3) {
+			uint64_t bytes = FR_MIN(part_bytes(old_level), part_bytes(new_level));
+			rc = ppt_move(tx, old_v, nv, bytes >> FR_PAGE_SHIFT);
+			if (rc)
+				return rc;
+			tx_defer(tx, vs_moved, old_v, nv, bytes >> FR_UNIT_SHIFT);
+		} else {
+			uint64_t copy = FR_MIN(keep, part_bytes(new_level));
+			copy = FR_MIN(copy, part_bytes(old_level));
+			tx_set8(tx, &ip->i_part, nv);
+			tx_set1(tx, &ip->i_level, (uint8_t)new_level);
+			/* Small destinations hold every page below the size (D2). */
+			uint64_t need = is_small(new_level) ? FR_ALIGN_UP(copy, FR_PAGE_SIZE) : copy;
+			char page[FR_PAGE_SIZE];
+			for (uint64_t p = 0; p < need; p += FR_PAGE_SIZE) {
+				uint64_t src = ppt_page_tx(tx, old_v + p);
+				rc = back_range(fs, tx, ip, p, FR_PAGE_SIZE, 0, 0, 0);
+				if (rc)
+					return rc;
+				uint64_t dst = ppt_page_tx(tx, nv + p);
+				if (src)
+					tx_get(tx, sp_ptr(sp, src), page, FR_PAGE_SIZE);
+				else
+					memset(page, 0, FR_PAGE_SIZE);
+				pm_copy_nt(sp_ptr(sp, dst), page, FR_PAGE_SIZE);
+				tx_mark_fresh(tx);
+			}
+			/* Release the old partition's backing. */
+			tx_set8(tx, &ip->i_part, old_v);
+			tx_set1(tx, &ip->i_level, (uint8_t)old_level);
+			unback_range(fs, tx, ip, 0, part_bytes(old_level));
+		}
+	} else if (old_level != I_NO_PART) {
+		unback_range(fs, tx, ip, 0, part_bytes(old_level));
+	}
+	if (old_level != I_NO_PART) {
+		/* The old partition holds no backing any more (H4). */
+		if (old_level >= SP_L3 && new_level == I_NO_PART)
+			tx_defer(tx, vs_window_changed, old_v, part_bytes(old_level) >> FR_UNIT_SHIFT,
+				 0);
+		part_free(tx, old_v, old_level);
+	}
+	tx_set8(tx, &ip->i_part, nv);
+	tx_set1(tx, &ip->i_level, (uint8_t)new_level);
+	return 0;
+}
+
+int dp_prepare(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off, uint64_t len,
+	       uint64_t keep)
+{
+	int level = level_of(tx, ip);
+	uint64_t end = off + len;
+	if (end > fs->max_file_size)
+		return -EFBIG;
+	int need = sp_level_for(end);
+	if (level == I_NO_PART || need > level) {
+		int rc = relocate(fs, tx, ip, need, keep);
+		if (rc)
+			return rc;
+	}
+	return back_range(fs, tx, ip, off, len, 0, 0, 0);
+}
+
+/* Does [off, off+len) of the partition need new backing? (no tx: committed) */
+static int needs_backing(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t len)
+{
+	struct space *sp = &fs->m.sp;
+	int level = ip->i_level;
+	if (level == I_NO_PART || off + len > part_bytes(level))
+		return 1;
+	uint64_t part = ip->i_part;
+	if (is_small(level)) {
+		for (uint64_t p = FR_ALIGN_DOWN(off, FR_PAGE_SIZE); p < off + len; p += FR_PAGE_SIZE)
+			if (!ppt_page(sp, part + p))
+				return 1;
+		return 0;
+	}
+	for (uint64_t w = FR_ALIGN_DOWN(off, FR_UNIT_SIZE); w < off + len; w += FR_UNIT_SIZE)
+		if (ppt_window(sp, part + w) == PPT_NONE)
+			return 1;
+	return 0;
+}
+
+/* Zeroes [from, to) wherever it is backed (D3), through the partition space. */
+static int zero_backed(ferrite_fs *fs, struct fr_inode *ip, uint64_t from, uint64_t to)
+{
+	struct space *sp = &fs->m.sp;
+	int level = ip->i_level;
+	if (level == I_NO_PART || from >= to)
+		return 0;
+	to = FR_MIN(to, part_bytes(level));
+	uint64_t part = ip->i_part;
+	while (from < to) {
+		uint64_t wend = FR_MIN(FR_ALIGN_DOWN(from, FR_UNIT_SIZE) + FR_UNIT_SIZE, to);
+		if (is_small(level) || ppt_window(sp, part + from) != PPT_NONE) {
+			int rc = vs_ensure(sp, part + from, wend - from);
+			if (rc)
+				return rc;
+			pm_zero_nt(vs_addr(sp, part + from), wend - from);
+		}
+		from = wend;
+	}
+	return 0;
+}
+
+static void stamp(struct fr_inode *ip, int which)
+{
+	struct timespec now;
+	fs_now(&now);
+	if (which & T_MTIME) {
+		pm_store8(&ip->i_mtime_sec, (uint64_t)now.tv_sec);
+		pm_store4(&ip->i_mtime_nsec, (uint32_t)now.tv_nsec);
+	}
+	if (which & T_CTIME) {
+		pm_store8(&ip->i_ctime_sec, (uint64_t)now.tv_sec);
+		pm_store4(&ip->i_ctime_nsec, (uint32_t)now.tv_nsec);
+	}
+	if (which & T_ATIME) {
+		pm_store8(&ip->i_atime_sec, (uint64_t)now.tv_sec);
+		pm_store4(&ip->i_atime_nsec, (uint32_t)now.tv_nsec);
+	}
+}
+
+/* Publishes size and times: one line (bytes 64-127 of the inode). */
+static void publish_size(struct fr_inode *ip, uint64_t size, int times)
+{
+	stamp(ip, times);
+	pm_store8(&ip->i_size, size);
+	pm_flush(&ip->i_size, 64);
+	pm_fence(); /* COMMIT POINT of an append or extension */
+}
+
+static size_t iov_total(const struct iovec *iov, int n)
+{
+	size_t t = 0;
+	for (int i = 0; i < n; i++)
+		t += iov[i].iov_len;
+	return t;
+}
+
+ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovcnt, int64_t off_in,
+		 int64_t *newoff)
+{
+	struct space *sp = &fs->m.sp;
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	size_t len = iov_total(iov, iovcnt);
+	pthread_rwlock_wrlock(lk);
+	uint64_t size = ip->i_size;
+	uint64_t off = off_in < 0 ? size : (uint64_t)off_in;
+	ssize_t rc = 0;
+	if (len == 0)
+		goto out;
+	if (off >= fs->max_file_size) {
+		rc = fr_err(-EFBIG, "write beyond the largest file size (%llu bytes)",
+			    (unsigned long long)fs->max_file_size);
+		goto out;
+	}
+	if (off + len > fs->max_file_size)
+		len = fs->max_file_size - off; /* a short write, as POSIX allows */
+	uint64_t end = off + len;
+	uint64_t from = is_small(ip->i_level) || ip->i_level == I_NO_PART ? FR_MIN(off, size) : off;
+	if (needs_backing(fs, ip, from, end - from)) {
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		struct tx *tx = lc->tx;
+		int need = sp_level_for(end);
+		int lvl = tx_get1(tx, &ip->i_level);
+		int r = 0;
+		if (lvl == I_NO_PART || need > lvl)
+			r = relocate(fs, tx, ip, need, size);
+		lvl = tx_get1(tx, &ip->i_level);
+		if (!r) {
+			uint64_t b0 = is_small(lvl) ? FR_MIN(off, size) : off;
+			r = back_range(fs, tx, ip, b0, end - b0, size, off, end);
+		}
+		if (r) {
+			tx_abort(tx);
+			op_end(fs, lc);
+			rc = r == -EUCLEAN ? r : (r == -EFBIG ? r : -ENOSPC);
+			if (rc == -ENOSPC)
+				fr_err(rc, "no space left in the pool");
+			goto out;
+		}
+		r = op_commit(fs, lc);
+		op_end(fs, lc);
+		if (r) {
+			rc = r;
+			goto out;
+		}
+	}
+	uint64_t part = ip->i_part;
+	uint64_t map_from = FR_MIN(off, size);
+	int mrc = vs_ensure(sp, part + map_from, end - map_from);
+	if (mrc) {
+		rc = mrc;
+		goto out;
+	}
+	if (off > size) {
+		mrc = zero_backed(fs, ip, size, off);
+		if (mrc) {
+			rc = mrc;
+			goto out;
+		}
+	}
+	char *dst = vs_addr(sp, part + off);
+	for (int i = 0; i < iovcnt; i++) {
+		size_t n = FR_MIN(iov[i].iov_len, (size_t)(end - off));
+		if (!n)
+			continue;
+		pm_copy_nt(dst, iov[i].iov_base, n);
+		dst += n;
+		off += n;
+	}
+	if (end > size) {
+		pm_fence(); /* ORDER: data before the size that exposes it */
+		publish_size(ip, end, T_MTIME | T_CTIME);
+	} else {
+		stamp(ip, T_MTIME | T_CTIME);
+		pm_flush(&ip->i_size, 64);
+		pm_fence(); /* data and times durable on return */
+	}
+	rc = (ssize_t)len;
+	if (newoff)
+		*newoff = (int64_t)end;
+out:
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
+ssize_t dp_read(ferrite_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
+{
+	struct space *sp = &fs->m.sp;
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	pthread_rwlock_rdlock(lk);
+	uint64_t size = ip->i_size;
+	ssize_t rc = 0;
+	if (off < size && len) {
+		size_t n = (size_t)FR_MIN((uint64_t)len, size - off);
+		uint64_t v = ip->i_part + off;
+		if (!vs_ready(sp, v, n)) {
+			int r = vs_ensure(sp, v, n);
+			if (r) {
+				rc = r;
+				goto out;
+			}
+		}
+		memcpy(buf, vs_addr(sp, v), n);
+		rc = (ssize_t)n;
+		/* relatime: keep atime meaningful without a store per read. */
+		if (ip->i_atime_sec < ip->i_mtime_sec ||
+		    (ip->i_atime_sec == ip->i_mtime_sec && ip->i_atime_nsec <= ip->i_mtime_nsec) ||
+		    ip->i_atime_sec < ip->i_ctime_sec) {
+			stamp(ip, T_ATIME);
+			pm_flush(&ip->i_atime_sec, 8);
+		} else {
+			struct timespec now;
+			fs_now(&now);
+			if (now.tv_sec - ip->i_atime_sec > 24 * 3600) {
+				stamp(ip, T_ATIME);
+				pm_flush(&ip->i_atime_sec, 8);
+			}
+		}
+	}
+out:
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
+/* Releases backing beyond keep and shrinks the partition, in bounded
+ * transactions. The size must already be <= keep. */
+static int shrink_storage(ferrite_fs *fs, struct fr_inode *ip, uint64_t keep)
+{
+	int level = ip->i_level;
+	if (level == I_NO_PART)
+		return 0;
+	uint64_t pbytes = part_bytes(level);
+	uint64_t hi = pbytes;
+	int rc = 0;
+	if (!is_small(level)) {
+		uint64_t lo = FR_ALIGN_UP(keep, FR_UNIT_SIZE);
+		while (hi > lo) {
+			uint64_t from = hi > lo + BATCH_WINDOWS * FR_UNIT_SIZE
+						? hi - BATCH_WINDOWS * FR_UNIT_SIZE
+						: lo;
+			/* Skip ranges with nothing to release cheaply. */
+			int any = 0;
+			for (uint64_t w = from; w < hi && !any; w += FR_UNIT_SIZE)
+				any = ppt_window(&fs->m.sp, ip->i_part + w) != PPT_NONE;
+			if (any) {
+				struct log_ctx *lc = op_begin(fs);
+				if (!lc)
+					return -ENOMEM;
+				unback_range(fs, lc->tx, ip, from, hi);
+				rc = op_commit(fs, lc);
+				op_end(fs, lc);
+				if (rc)
+					return rc;
+			}
+			hi = from;
+		}
+	}
+	int want = keep == 0 ? I_NO_PART : sp_level_for(keep);
+	if (want == I_NO_PART || want < level || is_small(level)) {
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc)
+			return -ENOMEM;
+		struct tx *tx = lc->tx;
+		if (is_small(level))
+			unback_range(fs, tx, ip, FR_ALIGN_UP(keep, FR_PAGE_SIZE), pbytes);
+		if (want == I_NO_PART || want < level)
+			rc = relocate(fs, tx, ip, want, keep);
+		if (rc) {
+			tx_abort(tx);
+			op_end(fs, lc);
+			/* Keeping the larger partition is always correct. */
+			return rc == -ENOSPC ? 0 : rc;
+		}
+		rc = op_commit(fs, lc);
+		op_end(fs, lc);
+	}
+	return rc;
+}
+
+int dp_release_tx(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip)
+{
+	return relocate(fs, tx, ip, I_NO_PART, 0);
+}
+
+int dp_release_all(ferrite_fs *fs, struct log_ctx **lcp, uint64_t ino)
+{
+	(void)lcp;
+	return shrink_storage(fs, ino_ptr(fs, ino), 0);
+}
+
+static int grow_to(ferrite_fs *fs, struct fr_inode *ip, uint64_t newsize)
+{
+	uint64_t size = ip->i_size;
+	int level = ip->i_level;
+	int need = sp_level_for(newsize);
+	int small_after = need < SP_L3;
+	if (level == I_NO_PART || need > level || (small_after && needs_backing(fs, ip, size,
+										   newsize - size))) {
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc)
+			return -ENOMEM;
+		struct tx *tx = lc->tx;
+		int rc = 0;
+		if (level == I_NO_PART || need > level)
+			rc = relocate(fs, tx, ip, need, size);
+		if (!rc && is_small(tx_get1(tx, &ip->i_level)))
+			rc = back_range(fs, tx, ip, size, newsize - size, 0, 0, 0);
+		if (rc) {
+			tx_abort(tx);
+			op_end(fs, lc);
+			return rc == -EUCLEAN ? rc : fr_err(-ENOSPC, "no space left in the pool");
+		}
+		rc = op_commit(fs, lc);
+		op_end(fs, lc);
+		if (rc)
+			return rc;
+	}
+	return zero_backed(fs, ip, size, newsize);
+}
+
+int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	if (len > fs->max_file_size)
+		return fr_err(-EFBIG, "length beyond the largest file size");
+	pthread_rwlock_wrlock(lk);
+	uint64_t size = ip->i_size;
+	int rc = 0;
+	if (len > size) {
+		rc = grow_to(fs, ip, len);
+		if (!rc) {
+			pm_fence();
+			publish_size(ip, len, T_MTIME | T_CTIME);
+		}
+	} else if (len < size) {
+		publish_size(ip, len, T_MTIME | T_CTIME); /* COMMIT POINT: truncation */
+		rc = shrink_storage(fs, ip, len);
+	} else {
+		publish_size(ip, len, T_MTIME | T_CTIME);
+	}
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
+static int punch(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end)
+{
+	uint64_t size = ip->i_size;
+	end = FR_MIN(end, size);
+	if (off >= end)
+		return 0;
+	int level = ip->i_level;
+	if (!is_small(level)) {
+		/* Whole windows become holes; the edges are zeroed. */
+		uint64_t w0 = FR_ALIGN_UP(off, FR_UNIT_SIZE), w1 = FR_ALIGN_DOWN(end, FR_UNIT_SIZE);
+		while (w0 < w1) {
+			uint64_t to = FR_MIN(w1, w0 + BATCH_WINDOWS * FR_UNIT_SIZE);
+			struct log_ctx *lc = op_begin(fs);
+			if (!lc)
+				return -ENOMEM;
+			unback_range(fs, lc->tx, ip, w0, to);
+			int rc = op_commit(fs, lc);
+			op_end(fs, lc);
+			if (rc)
+				return rc;
+			w0 = to;
+		}
+		w0 = FR_ALIGN_UP(off, FR_UNIT_SIZE);
+		if (w0 < w1) {
+			int rc = zero_backed(fs, ip, off, w0);
+			if (!rc)
+				rc = zero_backed(fs, ip, w1, end);
+			return rc;
+		}
+	}
+	return zero_backed(fs, ip, off, end);
+}
+
+int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	uint64_t end = off + len;
+	if (end < off || end > fs->max_file_size)
+		return fr_err(-EFBIG, "range beyond the largest file size");
+	pthread_rwlock_wrlock(lk);
+	int rc = 0;
+	uint64_t size = ip->i_size;
+	if (mode & FALLOC_FL_PUNCH_HOLE) {
+		rc = punch(fs, ip, off, end);
+		if (!rc) {
+			stamp(ip, T_MTIME | T_CTIME);
+			pm_flush(&ip->i_size, 64);
+			pm_fence();
+		}
+		goto out;
+	}
+	int keep = mode & FALLOC_FL_KEEP_SIZE;
+	uint64_t top = FR_MAX(end, size);
+	/* Allocate in bounded transactions: large ranges take several. */
+	uint64_t pos = off;
+	while (pos < end) {
+		int level = ip->i_level;
+		int need = sp_level_for(top);
+		uint64_t step = end - pos;
+		if (!is_small(level) && need >= SP_L3)
+			step = FR_MIN(step, BATCH_WINDOWS * FR_UNIT_SIZE -
+						    (pos & (FR_UNIT_SIZE - 1)));
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		struct tx *tx = lc->tx;
+		if (level == I_NO_PART || need > level)
+			rc = relocate(fs, tx, ip, need, size);
+		uint64_t b0 = is_small(tx_get1(tx, &ip->i_level)) ? FR_MIN(pos, size) : pos;
+		if (!rc)
+			rc = back_range(fs, tx, ip, b0, pos + step - b0, size, 0, 0);
+		if (rc) {
+			tx_abort(tx);
+			op_end(fs, lc);
+			if (rc != -EUCLEAN)
+				rc = fr_err(-ENOSPC, "no space left in the pool");
+			goto out;
+		}
+		rc = op_commit(fs, lc);
+		op_end(fs, lc);
+		if (rc)
+			goto out;
+		pos += step;
+	}
+	if (!keep && end > size) {
+		rc = zero_backed(fs, ip, size, end);
+		if (!rc) {
+			pm_fence();
+			publish_size(ip, end, T_MTIME | T_CTIME);
+		}
+	}
+out:
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
+int64_t dp_seek_data(ferrite_fs *fs, uint64_t ino, int64_t off, int hole)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	pthread_rwlock_rdlock(lk);
+	uint64_t size = ip->i_size;
+	int64_t rc;
+	if (off < 0 || (uint64_t)off >= size) {
+		rc = -ENXIO;
+		goto out;
+	}
+	if (is_small(ip->i_level)) {
+		rc = hole ? (int64_t)size : off;
+		goto out;
+	}
+	uint64_t pos = (uint64_t)off;
+	while (pos < size) {
+		int backed = ppt_window(&fs->m.sp, ip->i_part + pos) != PPT_NONE;
+		if (backed != hole) {
+			rc = (int64_t)pos;
+			goto out;
+		}
+		pos = FR_ALIGN_DOWN(pos, FR_UNIT_SIZE) + FR_UNIT_SIZE;
+	}
+	rc = hole ? (int64_t)size : -ENXIO;
+out:
+	pthread_rwlock_unlock(lk);
+	return rc;
+}

@@ -1,0 +1,754 @@
+/*
+ * dir.c -- directories. A small directory (up to 64 entries) keeps fixed
+ * 64-byte dentries in an array from a dentry pool of 16, 32 or 64 entries
+ * (SPFS 4.2). A larger one lives in its own partition, like a file, as an
+ * extendible hash: a header page, array pages mapping hash prefixes to
+ * bucket pages, and bucket pages of 63 dentries. Lookup and insert are O(1).
+ *
+ * Every entry carries a 63-bit keyed hash of its name (different names with
+ * the same hash take the next free value, at most DIR_PROBE away). readdir
+ * returns entries in hash order and uses the hash as its cookie, so a stream
+ * stays correct while entries are added and removed and while buckets split
+ * or the directory is converted: splitting never reorders hashes.
+ *
+ * Invariants: R1 no two entries of a directory share a stored hash;
+ *             R2 a large directory's bucket with local depth d and prefix p
+ *               holds exactly the entries whose hash has prefix p, and the
+ *               2^(g-d) array slots of that prefix point to it;
+ *             R3 i_nentries counts the entries.
+ * Crash argument: every change to existing dentries, buckets, arrays and the
+ *   header is staged in the operation's transaction; new pages (buckets,
+ *   array pages, a converted directory) are written before the transaction
+ *   that links them commits. Old array pages are left unused, never reused
+ *   while reachable.
+ * Locking: the directory's inode lock (read for lookup/readdir, write for
+ *   changes); see docs/contracts.md.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fs/fs.h"
+#include "persist/pm.h"
+
+#define DIR_PROBE 8
+#define DIR_SPLIT_SLACK 8
+
+static uint32_t class_cap(int cls)
+{
+	return cls == MP_DENT16 ? 16 : cls == MP_DENT32 ? 32 : 64;
+}
+
+static enum mp_id name_pool_for(size_t len)
+{
+	if (len + sizeof(struct mp_oob) <= 64)
+		return MP_NAME64;
+	if (len + sizeof(struct mp_oob) <= 128)
+		return MP_NAME128;
+	if (len + sizeof(struct mp_oob) <= 192)
+		return MP_NAME192;
+	return MP_NAME272;
+}
+
+size_t dent_name(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, char *buf)
+{
+	struct fr_dentry img;
+	if (tx)
+		tx_get(tx, d, &img, sizeof(img));
+	else
+		memcpy(&img, d, sizeof(img));
+	size_t len = img.d_namelen;
+	if (img.d_flags & D_EXTNAME) {
+		const struct fr_name *n = meta_ptr(&fs->m, img.d_name_off);
+		if (tx)
+			tx_get(tx, n->n_bytes, buf, len);
+		else
+			memcpy(buf, n->n_bytes, len);
+	} else {
+		memcpy(buf, img.d_name, FR_MIN(len, (size_t)D_INLINE_NAME));
+	}
+	buf[len] = 0;
+	return len;
+}
+
+static int dent_is(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, const char *name,
+		   size_t len, uint64_t h)
+{
+	if (!rd8(tx, &d->d_ino))
+		return 0;
+	uint64_t dh = rd8(tx, &d->d_hash);
+	if (dh < h || dh >= h + DIR_PROBE)
+		return 0;
+	uint8_t nl = tx ? tx_get1(tx, &d->d_namelen) : d->d_namelen;
+	if (nl != len)
+		return 0;
+	char buf[FS_NAME_MAX + 1];
+	dent_name(fs, tx, d, buf);
+	return memcmp(buf, name, len) == 0;
+}
+
+/* ---- large directories: page access ------------------------------------ */
+
+static void *dpage(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint64_t idx)
+{
+	uint64_t phys = dp_phys(fs, tx, dir, idx << FR_PAGE_SHIFT);
+	return phys ? meta_ptr(&fs->m, phys) : NULL;
+}
+
+static struct fr_dirhdr *dhdr(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
+{
+	return dpage(fs, tx, dir, 0);
+}
+
+static uint32_t dh_depth(struct tx *tx, struct fr_dirhdr *h)
+{
+	return rd4(tx, &h->dh_depth);
+}
+
+static struct fr_bucket *bucket_for(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir,
+				    struct fr_dirhdr *h, uint64_t hash)
+{
+	uint32_t g = dh_depth(tx, h);
+	uint64_t slot = g ? hash >> (63 - g) : 0;
+	uint32_t apg = rd4(tx, &h->dh_array[slot / DH_SLOTS_PER_PAGE]);
+	uint32_t *arr = dpage(fs, tx, dir, apg);
+	if (!arr)
+		return NULL;
+	uint32_t bpg = rd4(tx, &arr[slot % DH_SLOTS_PER_PAGE]);
+	return dpage(fs, tx, dir, bpg);
+}
+
+static int large_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
+			size_t len, uint64_t h, struct fr_dentry **out)
+{
+	struct fr_dirhdr *hd = dhdr(fs, tx, dir);
+	if (!hd)
+		return -EUCLEAN;
+	struct fr_bucket *b1 = bucket_for(fs, tx, dir, hd, h);
+	struct fr_bucket *b2 = bucket_for(fs, tx, dir, hd, h + DIR_PROBE - 1);
+	struct fr_bucket *bs[2] = {b1, b2 == b1 ? NULL : b2};
+	for (int k = 0; k < 2; k++) {
+		struct fr_bucket *b = bs[k];
+		if (!b)
+			continue;
+		uint64_t used = rd8(tx, &b->db_used);
+		while (used) {
+			int i = __builtin_ctzll(used);
+			used &= used - 1;
+			if (dent_is(fs, tx, &b->db_ent[i], name, len, h)) {
+				*out = &b->db_ent[i];
+				return 0;
+			}
+		}
+	}
+	return -ENOENT;
+}
+
+int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
+	       size_t len, struct fr_dentry **out)
+{
+	uint64_t h = fr_name_hash(fs->hash_seed, name, len);
+	uint8_t kind = tx ? tx_get1(tx, &dir->i_dkind) : dir->i_dkind;
+	if (kind == I_DIR_LARGE)
+		return large_lookup(fs, tx, dir, name, len, h, out);
+	uint64_t arr = rd8(tx, &dir->i_dents);
+	if (!arr)
+		return -ENOENT;
+	struct fr_darray *da = meta_ptr(&fs->m, arr);
+	uint32_t cap = class_cap(tx ? tx_get1(tx, &dir->i_dclass) : dir->i_dclass);
+	for (uint32_t i = 0; i < cap; i++)
+		if (dent_is(fs, tx, &da->da_ent[i], name, len, h)) {
+			*out = &da->da_ent[i];
+			return 0;
+		}
+	return -ENOENT;
+}
+
+/* Is the stored hash value v taken in this directory? */
+static int hash_taken(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint64_t v)
+{
+	if (tx_get1(tx, &dir->i_dkind) == I_DIR_LARGE) {
+		struct fr_bucket *b = bucket_for(fs, tx, dir, dhdr(fs, tx, dir), v);
+		uint64_t used = tx_get8(tx, &b->db_used);
+		while (used) {
+			int i = __builtin_ctzll(used);
+			used &= used - 1;
+			if (tx_get8(tx, &b->db_ent[i].d_hash) == v)
+				return 1;
+		}
+		return 0;
+	}
+	uint64_t arr = tx_get8(tx, &dir->i_dents);
+	if (!arr)
+		return 0;
+	struct fr_darray *da = meta_ptr(&fs->m, arr);
+	uint32_t cap = class_cap(tx_get1(tx, &dir->i_dclass));
+	for (uint32_t i = 0; i < cap; i++)
+		if (tx_get8(tx, &da->da_ent[i].d_ino) && tx_get8(tx, &da->da_ent[i].d_hash) == v)
+			return 1;
+	return 0;
+}
+
+static int pick_hash(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
+		     size_t len, uint64_t *out)
+{
+	uint64_t h = fr_name_hash(fs->hash_seed, name, len);
+	for (uint64_t k = 0; k < DIR_PROBE && h + k <= FR_HASH_MAX; k++)
+		if (!hash_taken(fs, tx, dir, h + k)) {
+			*out = h + k;
+			return 0;
+		}
+	return fr_err(-ENOSPC, "too many names with the same hash in one directory");
+}
+
+/* ---- growth ------------------------------------------------------------ */
+
+/* Appends n pages to a large directory; returns the index of the first. */
+static int grow_pages(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint32_t n,
+		      uint32_t *first)
+{
+	struct fr_dirhdr *h = dhdr(fs, tx, dir);
+	uint32_t np = tx_get4(tx, &h->dh_npages);
+	uint64_t off = (uint64_t)np << FR_PAGE_SHIFT;
+	int rc = dp_prepare(fs, tx, dir, off, (uint64_t)n << FR_PAGE_SHIFT, off);
+	if (rc)
+		return rc;
+	h = dhdr(fs, tx, dir); /* the partition may have moved */
+	tx_set4(tx, &h->dh_npages, np + n);
+	tx_set8(tx, &dir->i_size, (uint64_t)(np + n) << FR_PAGE_SHIFT);
+	*first = np;
+	return 0;
+}
+
+static void write_fresh(ferrite_fs *fs, struct tx *tx, void *dst, const void *src, size_t len)
+{
+	pm_copy_nt(dst, src, len);
+	tx_mark_fresh(tx);
+}
+
+/* Builds a large directory from the entries of a full small one. */
+static int convert_to_large(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
+{
+	uint64_t arr = tx_get8(tx, &dir->i_dents);
+	struct fr_darray *da = meta_ptr(&fs->m, arr);
+	uint32_t cap = class_cap(tx_get1(tx, &dir->i_dclass));
+	struct fr_dentry *ents = malloc(sizeof(*ents) * cap);
+	if (!ents)
+		return -ENOMEM;
+	uint32_t n = 0;
+	for (uint32_t i = 0; i < cap; i++) {
+		tx_get(tx, &da->da_ent[i], &ents[n], sizeof(ents[n]));
+		if (ents[n].d_ino)
+			n++;
+	}
+	uint32_t g = 1;
+	for (;; g++) {
+		uint32_t cnt[1u << 6] = {0};
+		int ok = 1;
+		for (uint32_t i = 0; i < n && ok; i++)
+			ok = ++cnt[ents[i].d_hash >> (63 - g)] <= DB_SLOTS - DIR_SPLIT_SLACK;
+		if (ok || g == 6)
+			break;
+	}
+	uint32_t nb = 1u << g, npages = 2 + nb;
+	/* The directory gets a partition; pages are written before commit. */
+	int rc = dp_prepare(fs, tx, dir, 0, (uint64_t)npages << FR_PAGE_SHIFT, 0);
+	if (rc) {
+		free(ents);
+		return rc;
+	}
+	union pageimg {
+		struct fr_dirhdr h;
+		uint32_t a[DH_SLOTS_PER_PAGE];
+		struct fr_bucket b;
+	};
+	union pageimg *ip = malloc(sizeof(*ip));
+	if (!ip) {
+		free(ents);
+		return -ENOMEM;
+	}
+#define img (*ip)
+	memset(&img, 0, sizeof(img));
+	img.h.dh_magic = DH_MAGIC;
+	img.h.dh_depth = g;
+	img.h.dh_npages = npages;
+	img.h.dh_narray = 1;
+	img.h.dh_array[0] = 1;
+	write_fresh(fs, tx, dpage(fs, tx, dir, 0), &img, FR_PAGE_SIZE);
+	memset(&img, 0, sizeof(img));
+	for (uint32_t i = 0; i < nb; i++)
+		img.a[i] = 2 + i;
+	write_fresh(fs, tx, dpage(fs, tx, dir, 1), &img, FR_PAGE_SIZE);
+	for (uint32_t b = 0; b < nb; b++) {
+		memset(&img, 0, sizeof(img));
+		img.b.db_magic = DB_MAGIC;
+		img.b.db_depth = (uint16_t)g;
+		img.b.db_prefix = b;
+		for (uint32_t i = 0; i < n; i++) {
+			if ((ents[i].d_hash >> (63 - g)) != b)
+				continue;
+			int s = img.b.db_count++;
+			img.b.db_ent[s] = ents[i];
+			img.b.db_used |= 1ULL << s;
+		}
+		write_fresh(fs, tx, dpage(fs, tx, dir, 2 + b), &img, FR_PAGE_SIZE);
+	}
+#undef img
+	free(ip);
+	free(ents);
+	mp_free(&fs->m, tx, (enum mp_id)tx_get1(tx, &dir->i_dclass), arr);
+	tx_set8(tx, &dir->i_dents, 0);
+	tx_set1(tx, &dir->i_dkind, I_DIR_LARGE);
+	tx_set8(tx, &dir->i_size, (uint64_t)npages << FR_PAGE_SHIFT);
+	return 0;
+}
+
+static int grow_small(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
+{
+	uint64_t arr = tx_get8(tx, &dir->i_dents);
+	int cls = arr ? tx_get1(tx, &dir->i_dclass) : -1;
+	if (cls == MP_DENT64)
+		return convert_to_large(fs, tx, dir);
+	int ncls = cls < 0 ? MP_DENT16 : cls + 1;
+	uint64_t noff;
+	int rc = mp_alloc(&fs->m, tx, (enum mp_id)ncls, &noff);
+	if (rc)
+		return rc;
+	struct fr_darray *nd = meta_ptr(&fs->m, noff);
+	uint32_t ncap = class_cap(ncls);
+	/* The new array was free in the committed state: fill it directly. */
+	size_t body = (size_t)ncap * sizeof(struct fr_dentry);
+	char *img = calloc(1, body);
+	if (!img)
+		return -ENOMEM;
+	if (arr) {
+		struct fr_darray *od = meta_ptr(&fs->m, arr);
+		uint32_t ocap = class_cap(cls), j = 0;
+		for (uint32_t i = 0; i < ocap; i++) {
+			struct fr_dentry e;
+			tx_get(tx, &od->da_ent[i], &e, sizeof(e));
+			if (e.d_ino)
+				memcpy(img + (j++) * sizeof(e), &e, sizeof(e));
+		}
+		mp_free(&fs->m, tx, (enum mp_id)cls, arr);
+	}
+	write_fresh(fs, tx, nd->da_ent, img, body);
+	free(img);
+	tx_set8(tx, &dir->i_dents, noff);
+	tx_set1(tx, &dir->i_dclass, (uint8_t)ncls);
+	return 0;
+}
+
+/* Doubles the array of a large directory (global depth + 1). */
+static int double_array(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
+{
+	struct fr_dirhdr *h = dhdr(fs, tx, dir);
+	uint32_t g = tx_get4(tx, &h->dh_depth);
+	uint64_t nslots = 1ULL << (g + 1);
+	uint32_t npg = (uint32_t)((nslots + DH_SLOTS_PER_PAGE - 1) / DH_SLOTS_PER_PAGE);
+	if (npg > DH_MAX_ARRAY || g + 1 > 62)
+		return fr_err(-ENOSPC, "directory has reached its maximum size");
+	uint32_t first;
+	int rc = grow_pages(fs, tx, dir, npg, &first);
+	if (rc)
+		return rc;
+	h = dhdr(fs, tx, dir);
+	uint32_t opg = tx_get4(tx, &h->dh_narray);
+	uint32_t *old = malloc((size_t)opg * FR_PAGE_SIZE), *nw = malloc((size_t)npg * FR_PAGE_SIZE);
+	if (!old || !nw) {
+		free(old);
+		free(nw);
+		return -ENOMEM;
+	}
+	for (uint32_t i = 0; i < opg; i++)
+		tx_get(tx, dpage(fs, tx, dir, tx_get4(tx, &h->dh_array[i])),
+		       old + (size_t)i * DH_SLOTS_PER_PAGE, FR_PAGE_SIZE);
+	memset(nw, 0, (size_t)npg * FR_PAGE_SIZE);
+	for (uint64_t s = 0; s < nslots; s++)
+		nw[s] = old[s >> 1];
+	for (uint32_t i = 0; i < npg; i++) {
+		write_fresh(fs, tx, dpage(fs, tx, dir, first + i), nw + (size_t)i * DH_SLOTS_PER_PAGE,
+			    FR_PAGE_SIZE);
+		tx_set4(tx, &h->dh_array[i], first + i);
+	}
+	free(old);
+	free(nw);
+	tx_set4(tx, &h->dh_narray, npg);
+	tx_set4(tx, &h->dh_depth, g + 1);
+	return 0;
+}
+
+/* Splits the bucket serving hash v into two (R2). */
+static int split_bucket(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint64_t v)
+{
+	struct fr_dirhdr *h = dhdr(fs, tx, dir);
+	struct fr_bucket *b = bucket_for(fs, tx, dir, h, v);
+	uint16_t d = tx_get2(tx, &b->db_depth);
+	if (d >= 62)
+		return fr_err(-ENOSPC, "directory bucket cannot split further");
+	if (d == tx_get4(tx, &h->dh_depth)) {
+		int rc = double_array(fs, tx, dir);
+		if (rc)
+			return rc;
+	}
+	uint32_t npage;
+	int rc = grow_pages(fs, tx, dir, 1, &npage);
+	if (rc)
+		return rc;
+	/* Pages may have moved: translate everything again. */
+	h = dhdr(fs, tx, dir);
+	b = bucket_for(fs, tx, dir, h, v);
+	uint32_t g = tx_get4(tx, &h->dh_depth);
+	uint64_t prefix = tx_get8(tx, &b->db_prefix);
+	struct fr_bucket *nbp = calloc(1, sizeof(*nbp));
+	if (!nbp)
+		return -ENOMEM;
+#define nb (*nbp)
+	nb.db_magic = DB_MAGIC;
+	nb.db_depth = (uint16_t)(d + 1);
+	nb.db_prefix = (prefix << 1) | 1;
+	uint64_t used = tx_get8(tx, &b->db_used), keep = used;
+	while (used) {
+		int i = __builtin_ctzll(used);
+		used &= used - 1;
+		struct fr_dentry e;
+		tx_get(tx, &b->db_ent[i], &e, sizeof(e));
+		if (((e.d_hash >> (62 - d)) & 1) == 0)
+			continue;
+		int s = nb.db_count++;
+		nb.db_ent[s] = e;
+		nb.db_used |= 1ULL << s;
+		keep &= ~(1ULL << i);
+	}
+	write_fresh(fs, tx, dpage(fs, tx, dir, npage), &nb, sizeof(nb));
+#undef nb
+	free(nbp);
+	tx_set8(tx, &b->db_used, keep);
+	tx_set2(tx, &b->db_count, (uint16_t)__builtin_popcountll(keep));
+	tx_set2(tx, &b->db_depth, (uint16_t)(d + 1));
+	tx_set8(tx, &b->db_prefix, prefix << 1);
+	/* Slots of the upper half of the old prefix now serve the new bucket. */
+	uint64_t span = 1ULL << (g - d - 1);
+	uint64_t s0 = ((prefix << 1) | 1) << (g - d - 1);
+	for (uint64_t s = s0; s < s0 + span; s++) {
+		uint32_t *arr = dpage(fs, tx, dir, tx_get4(tx, &h->dh_array[s / DH_SLOTS_PER_PAGE]));
+		tx_set4(tx, &arr[s % DH_SLOTS_PER_PAGE], npage);
+	}
+	return tx_status(tx) ? fr_err(-ENOSPC, "directory split too large") : 0;
+}
+
+static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
+			size_t len, uint64_t *hash)
+{
+	for (int tries = 0; tries < 64; tries++) {
+		if (tx_get1(tx, &dir->i_dkind) != I_DIR_LARGE) {
+			uint64_t arr = tx_get8(tx, &dir->i_dents);
+			uint32_t cap = arr ? class_cap(tx_get1(tx, &dir->i_dclass)) : 0;
+			if (arr && tx_get8(tx, &dir->i_nentries) < cap)
+				return pick_hash(fs, tx, dir, name, len, hash);
+			int rc = grow_small(fs, tx, dir);
+			if (rc)
+				return rc;
+			continue;
+		}
+		int rc = pick_hash(fs, tx, dir, name, len, hash);
+		if (rc)
+			return rc;
+		struct fr_bucket *b = bucket_for(fs, tx, dir, dhdr(fs, tx, dir), *hash);
+		if (!b)
+			return -EUCLEAN;
+		if (tx_get8(tx, &b->db_used) != (1ULL << DB_SLOTS) - 1)
+			return 0;
+		rc = split_bucket(fs, tx, dir, *hash);
+		if (rc)
+			return rc;
+	}
+	return fr_err(-ENOSPC, "directory index cannot place this name");
+}
+
+int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name, size_t len,
+	       uint64_t ino, unsigned type)
+{
+	uint64_t hash;
+	int rc = prepare_slot(fs, tx, dir, name, len, &hash);
+	if (rc)
+		return rc;
+	struct fr_dentry img;
+	memset(&img, 0, sizeof(img));
+	img.d_ino = ino;
+	img.d_hash = hash;
+	img.d_namelen = (uint8_t)len;
+	img.d_type = (uint8_t)type;
+	if (len <= D_INLINE_NAME) {
+		memcpy(img.d_name, name, len);
+	} else {
+		enum mp_id pid = name_pool_for(len);
+		uint64_t noff;
+		rc = mp_alloc(&fs->m, tx, pid, &noff);
+		if (rc)
+			return rc;
+		struct fr_name *n = meta_ptr(&fs->m, noff);
+		tx_set(tx, n->n_bytes, name, len);
+		img.d_flags = D_EXTNAME;
+		img.d_name_off = noff;
+	}
+	struct fr_dentry *slot = NULL;
+	if (tx_get1(tx, &dir->i_dkind) == I_DIR_LARGE) {
+		struct fr_bucket *b = bucket_for(fs, tx, dir, dhdr(fs, tx, dir), hash);
+		uint64_t used = tx_get8(tx, &b->db_used);
+		int i = __builtin_ctzll(~used);
+		slot = &b->db_ent[i];
+		tx_set8(tx, &b->db_used, used | (1ULL << i));
+		tx_set2(tx, &b->db_count, (uint16_t)(tx_get2(tx, &b->db_count) + 1));
+	} else {
+		struct fr_darray *da = meta_ptr(&fs->m, tx_get8(tx, &dir->i_dents));
+		uint32_t cap = class_cap(tx_get1(tx, &dir->i_dclass));
+		for (uint32_t i = 0; i < cap && !slot; i++)
+			if (!tx_get8(tx, &da->da_ent[i].d_ino))
+				slot = &da->da_ent[i];
+		if (!slot)
+			return -EUCLEAN;
+	}
+	tx_set(tx, slot, &img, sizeof(img));
+	tx_set8(tx, &dir->i_nentries, tx_get8(tx, &dir->i_nentries) + 1);
+	return tx_status(tx) ? fr_err(-ENOSPC, "operation too large") : 0;
+}
+
+void dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_dentry *d)
+{
+	if (tx_get1(tx, &d->d_flags) & D_EXTNAME) {
+		uint64_t noff = tx_get8(tx, &d->d_name_off);
+		mp_free(&fs->m, tx, name_pool_for(tx_get1(tx, &d->d_namelen)), noff);
+	}
+	if (tx_get1(tx, &dir->i_dkind) == I_DIR_LARGE) {
+		/* The dentry lives in a bucket page: find its slot from its address. */
+		uintptr_t page = (uintptr_t)d & ~(uintptr_t)(FR_PAGE_SIZE - 1);
+		struct fr_bucket *b = (struct fr_bucket *)page;
+		int i = (int)(((uintptr_t)d - (uintptr_t)b->db_ent) / sizeof(*d));
+		tx_set8(tx, &b->db_used, tx_get8(tx, &b->db_used) & ~(1ULL << i));
+		tx_set2(tx, &b->db_count, (uint16_t)(tx_get2(tx, &b->db_count) - 1));
+	}
+	tx_set8(tx, &d->d_ino, 0);
+	tx_set8(tx, &dir->i_nentries, tx_get8(tx, &dir->i_nentries) - 1);
+}
+
+void dir_retarget(struct tx *tx, struct fr_dentry *d, uint64_t ino, unsigned type)
+{
+	tx_set8(tx, &d->d_ino, ino);
+	tx_set1(tx, &d->d_type, (uint8_t)type);
+}
+
+int dir_release(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
+{
+	uint64_t arr = tx_get8(tx, &dir->i_dents);
+	if (arr) {
+		mp_free(&fs->m, tx, (enum mp_id)tx_get1(tx, &dir->i_dclass), arr);
+		tx_set8(tx, &dir->i_dents, 0);
+	}
+	return 0;
+}
+
+/* ---- readdir ------------------------------------------------------------- */
+
+static int cmp_batch(const void *a, const void *b)
+{
+	uint64_t x = ((const struct dir_batch_ent *)a)->hash, y = ((const struct dir_batch_ent *)b)->hash;
+	return x < y ? -1 : x > y;
+}
+
+static void take(ferrite_fs *fs, const struct fr_dentry *d, struct dir_batch_ent *e)
+{
+	e->hash = d->d_hash;
+	e->ino = d->d_ino;
+	e->type = d->d_type;
+	e->len = (uint8_t)dent_name(fs, NULL, d, e->name);
+}
+
+/* Emits the sorted candidates with hash >= cookie; returns the count used. */
+static int emit(struct dir_batch_ent *tmp, int n, uint64_t cookie, struct dir_batch_ent *out,
+		int room, uint64_t *next, uint64_t range_end)
+{
+	qsort(tmp, (size_t)n, sizeof(*tmp), cmp_batch);
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		if (tmp[i].hash < cookie)
+			continue;
+		if (k == room) {
+			*next = tmp[i].hash;
+			return -k - 1; /* stopped inside the range */
+		}
+		out[k++] = tmp[i];
+	}
+	*next = range_end;
+	return k;
+}
+
+int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_batch_ent *out,
+	     int cap, uint64_t *next, struct dir_batch_ent *tmp)
+{
+	int n = 0;
+	*next = FR_HASH_MAX + 1;
+	if (dir->i_dkind != I_DIR_LARGE) {
+		if (!dir->i_dents)
+			return 0;
+		struct fr_darray *da = meta_ptr(&fs->m, dir->i_dents);
+		uint32_t c = class_cap(dir->i_dclass);
+		for (uint32_t i = 0; i < c; i++)
+			if (da->da_ent[i].d_ino)
+				take(fs, &da->da_ent[i], &tmp[n++]);
+		int k = emit(tmp, n, cookie, out, cap, next, FR_HASH_MAX + 1);
+		return k < 0 ? -k - 1 : k;
+	}
+	struct fr_dirhdr *h = dhdr(fs, NULL, dir);
+	if (!h)
+		return -EUCLEAN;
+	int total = 0;
+	while (cookie <= FR_HASH_MAX && total < cap) {
+		struct fr_bucket *b = bucket_for(fs, NULL, dir, h, cookie);
+		if (!b)
+			return -EUCLEAN;
+		uint64_t used = b->db_used;
+		n = 0;
+		while (used) {
+			int i = __builtin_ctzll(used);
+			used &= used - 1;
+			take(fs, &b->db_ent[i], &tmp[n++]);
+		}
+		uint16_t d = b->db_depth;
+		uint64_t end = d ? ((b->db_prefix + 1) << (63 - d)) : FR_HASH_MAX + 1;
+		int k = emit(tmp, n, cookie, out + total, cap - total, next, end);
+		if (k < 0) {
+			total += -k - 1;
+			return total;
+		}
+		total += k;
+		cookie = end;
+		*next = end;
+	}
+	return total;
+}
+
+/* ---- checking ------------------------------------------------------------ */
+
+static int check_dent(ferrite_fs *fs, const struct fr_dentry *d, void (*cb)(void *, uint64_t,
+									    const char *, unsigned),
+		      void *arg, fr_report_fn report, void *rarg, uint64_t dino)
+{
+	char name[FS_NAME_MAX + 1];
+	if (d->d_namelen == 0) {
+		fr_report(report, rarg, "directory %llu: entry with an empty name",
+			  (unsigned long long)dino);
+		return 1;
+	}
+	if (d->d_flags & D_EXTNAME) {
+		if (!mp_entry_valid(&fs->m, name_pool_for(d->d_namelen), d->d_name_off)) {
+			fr_report(report, rarg, "directory %llu: entry name storage damaged",
+				  (unsigned long long)dino);
+			return 1;
+		}
+	} else if (d->d_namelen > D_INLINE_NAME) {
+		fr_report(report, rarg, "directory %llu: entry name too long for inline storage",
+			  (unsigned long long)dino);
+		return 1;
+	}
+	size_t len = dent_name(fs, NULL, d, name);
+	uint64_t h = fr_name_hash(fs->hash_seed, name, len);
+	if (d->d_hash < h || d->d_hash >= h + DIR_PROBE || memchr(name, '/', len) ||
+	    memchr(name, 0, len)) {
+		fr_report(report, rarg, "directory %llu: entry \"%s\" has a wrong hash or name",
+			  (unsigned long long)dino, name);
+		return 1;
+	}
+	if (cb)
+		cb(arg, d->d_ino, name, d->d_type);
+	return 0;
+}
+
+int dir_check(ferrite_fs *fs, struct fr_inode *dir,
+	      void (*ent_cb)(void *, uint64_t, const char *, unsigned), void *arg,
+	      fr_report_fn report, void *rarg)
+{
+	uint64_t dino = ino_of(fs, dir), count = 0;
+	int bad = 0;
+	if (dir->i_dkind != I_DIR_LARGE) {
+		if (!dir->i_dents) {
+			if (dir->i_nentries) {
+				fr_report(report, rarg, "directory %llu: entries counted but no array",
+					  (unsigned long long)dino);
+				bad++;
+			}
+			return bad;
+		}
+		if (dir->i_dclass < MP_DENT16 || dir->i_dclass > MP_DENT64 ||
+		    !mp_entry_valid(&fs->m, (enum mp_id)dir->i_dclass, dir->i_dents)) {
+			fr_report(report, rarg, "directory %llu: entry array damaged",
+				  (unsigned long long)dino);
+			return bad + 1;
+		}
+		struct fr_darray *da = meta_ptr(&fs->m, dir->i_dents);
+		for (uint32_t i = 0; i < class_cap(dir->i_dclass); i++)
+			if (da->da_ent[i].d_ino) {
+				count++;
+				bad += check_dent(fs, &da->da_ent[i], ent_cb, arg, report, rarg, dino);
+			}
+	} else {
+		struct fr_dirhdr *h = dhdr(fs, NULL, dir);
+		if (!h || h->dh_magic != DH_MAGIC || h->dh_depth > 30 ||
+		    h->dh_narray == 0 || h->dh_narray > DH_MAX_ARRAY ||
+		    (uint64_t)h->dh_npages << FR_PAGE_SHIFT != dir->i_size) {
+			fr_report(report, rarg, "directory %llu: index header damaged",
+				  (unsigned long long)dino);
+			return bad + 1;
+		}
+		uint64_t nslots = 1ULL << h->dh_depth;
+		if ((nslots + DH_SLOTS_PER_PAGE - 1) / DH_SLOTS_PER_PAGE > h->dh_narray) {
+			fr_report(report, rarg, "directory %llu: index array too small",
+				  (unsigned long long)dino);
+			return bad + 1;
+		}
+		for (uint64_t s = 0; s < nslots; s++) {
+			uint32_t apg = h->dh_array[s / DH_SLOTS_PER_PAGE];
+			uint32_t *arr = apg < h->dh_npages ? dpage(fs, NULL, dir, apg) : NULL;
+			uint32_t bpg = arr ? arr[s % DH_SLOTS_PER_PAGE] : 0;
+			struct fr_bucket *b = bpg && bpg < h->dh_npages ? dpage(fs, NULL, dir, bpg)
+									  : NULL;
+			if (!b || b->db_magic != DB_MAGIC || b->db_depth > h->dh_depth ||
+			    (s >> (h->dh_depth - b->db_depth)) != b->db_prefix) {
+				fr_report(report, rarg, "directory %llu: index slot %llu damaged",
+					  (unsigned long long)dino, (unsigned long long)s);
+				bad++;
+				continue;
+			}
+			/* Visit each bucket once: at the first slot of its prefix. */
+			if (s & ((1ULL << (h->dh_depth - b->db_depth)) - 1))
+				continue;
+			if ((uint64_t)__builtin_popcountll(b->db_used) != b->db_count ||
+			    (b->db_used >> DB_SLOTS)) {
+				fr_report(report, rarg, "directory %llu: bucket count wrong",
+					  (unsigned long long)dino);
+				bad++;
+			}
+			uint64_t used = b->db_used & ((1ULL << DB_SLOTS) - 1);
+			while (used) {
+				int i = __builtin_ctzll(used);
+				used &= used - 1;
+				struct fr_dentry *d = &b->db_ent[i];
+				count++;
+				if (b->db_depth && (d->d_hash >> (63 - b->db_depth)) != b->db_prefix) {
+					fr_report(report, rarg,
+						  "directory %llu: entry in the wrong bucket",
+						  (unsigned long long)dino);
+					bad++;
+				}
+				bad += check_dent(fs, d, ent_cb, arg, report, rarg, dino);
+			}
+		}
+	}
+	if (count != dir->i_nentries) {
+		fr_report(report, rarg, "directory %llu: %llu entries, inode says %llu",
+			  (unsigned long long)dino, (unsigned long long)count,
+			  (unsigned long long)dir->i_nentries);
+		bad++;
+	}
+	return bad;
+}

@@ -1,0 +1,583 @@
+/*
+ * file.c -- open files: the vnode table (inodes held open), open file
+ * descriptions, descriptors, and the descriptor-based calls of ferrite.h.
+ *
+ * Invariants: F1 a vnode exists while at least one descriptor or directory
+ *               stream has its inode open; vnode.opens changes only under
+ *               vn_lock AND the inode's lock, so unlink (which holds the
+ *               inode's write lock) sees a stable answer to "is it open?";
+ *             F2 the last close of an unlinked inode releases it (it was on
+ *               the orphan list until then).
+ * Locking: fd_lock guards the descriptor array; vn_lock the vnode table;
+ *   pos_lock an open file description's offset.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+
+#define API_BEGIN() fr_err_clear()
+#define API_RETURN(rc) return fr_err_finish(rc)
+
+static ssize_t finish_ss(ssize_t rc)
+{
+	if (rc < 0)
+		fr_err_finish((int)rc);
+	return rc;
+}
+
+/* ---- vnodes -------------------------------------------------------------- */
+
+static uint64_t vn_slot(ferrite_fs *fs, uint64_t ino)
+{
+	return (ino * 0x9e3779b97f4a7c15ULL >> 20) & (fs->vn_cap - 1);
+}
+
+static struct vnode *vn_find(ferrite_fs *fs, uint64_t ino)
+{
+	for (struct vnode *v = fs->vn_hash[vn_slot(fs, ino)]; v; v = v->next)
+		if (v->ino == ino)
+			return v;
+	return NULL;
+}
+
+int vn_is_open(ferrite_fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->vn_lock);
+	struct vnode *v = vn_find(fs, ino);
+	int open = v && v->opens > 0;
+	pthread_mutex_unlock(&fs->vn_lock);
+	return open;
+}
+
+/* Takes a reference on ino; the caller holds the inode's lock (F1). */
+struct vnode *vn_get(ferrite_fs *fs, uint64_t ino, uint64_t gen)
+{
+	pthread_mutex_lock(&fs->vn_lock);
+	struct vnode *v = vn_find(fs, ino);
+	if (!v) {
+		v = calloc(1, sizeof(*v));
+		if (v) {
+			v->ino = ino;
+			v->gen = gen;
+			uint64_t s = vn_slot(fs, ino);
+			v->next = fs->vn_hash[s];
+			fs->vn_hash[s] = v;
+		}
+	}
+	if (v)
+		v->opens++;
+	pthread_mutex_unlock(&fs->vn_lock);
+	return v;
+}
+
+/* Drops a reference; releases an unlinked inode at its last close (F2). */
+void vn_put(ferrite_fs *fs, struct vnode *vn)
+{
+	uint64_t ino = vn->ino;
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	pthread_rwlock_wrlock(lk);
+	pthread_mutex_lock(&fs->vn_lock);
+	int last = --vn->opens == 0;
+	if (last) {
+		struct vnode **pp = &fs->vn_hash[vn_slot(fs, ino)];
+		while (*pp != vn)
+			pp = &(*pp)->next;
+		*pp = vn->next;
+		free(vn);
+	}
+	pthread_mutex_unlock(&fs->vn_lock);
+	if (last && ino_valid(fs, ino) && ino_ptr(fs, ino)->i_nlink == 0)
+		ino_release(fs, NULL, ino);
+	pthread_rwlock_unlock(lk);
+}
+
+/* ---- descriptors ---------------------------------------------------------- */
+
+static int fd_install(ferrite_fs *fs, struct ofile *of)
+{
+	pthread_mutex_lock(&fs->fd_lock);
+	int fd = -1;
+	for (int i = 0; i < fs->fd_cap; i++)
+		if (!fs->fds[i]) {
+			fd = i;
+			break;
+		}
+	if (fd < 0) {
+		int ncap = fs->fd_cap ? fs->fd_cap * 2 : 64;
+		if (ncap > (1 << 20)) {
+			pthread_mutex_unlock(&fs->fd_lock);
+			return fr_err(-EMFILE, "too many open ferrite descriptors");
+		}
+		struct ofile **n = realloc(fs->fds, (size_t)ncap * sizeof(*n));
+		if (!n) {
+			pthread_mutex_unlock(&fs->fd_lock);
+			return -ENOMEM;
+		}
+		memset(n + fs->fd_cap, 0, (size_t)(ncap - fs->fd_cap) * sizeof(*n));
+		fd = fs->fd_cap;
+		fs->fds = n;
+		fs->fd_cap = ncap;
+	}
+	fs->fds[fd] = of;
+	fs->fd_count++;
+	pthread_mutex_unlock(&fs->fd_lock);
+	return fd;
+}
+
+static struct ofile *fd_get(ferrite_fs *fs, int fd)
+{
+	struct ofile *of = NULL;
+	if (!fs)
+		return NULL;
+	pthread_mutex_lock(&fs->fd_lock);
+	if (fd >= 0 && fd < fs->fd_cap && fs->fds[fd]) {
+		of = fs->fds[fd];
+		__atomic_add_fetch(&of->refs, 1, __ATOMIC_RELAXED);
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+	return of;
+}
+
+static void of_put(ferrite_fs *fs, struct ofile *of)
+{
+	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+		vn_put(fs, of->vn);
+		pthread_mutex_destroy(&of->pos_lock);
+		free(of);
+	}
+}
+
+int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags)
+{
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	pthread_rwlock_rdlock(lk);
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	struct vnode *vn = NULL;
+	if (ino_valid(fs, ino) && ip->i_nlink > 0)
+		vn = vn_get(fs, ino, ip->i_generation);
+	pthread_rwlock_unlock(lk);
+	if (!vn)
+		return -ENOENT;
+	struct ofile *of = calloc(1, sizeof(*of));
+	if (!of) {
+		vn_put(fs, vn);
+		return -ENOMEM;
+	}
+	of->vn = vn;
+	of->flags = flags;
+	of->refs = 1;
+	pthread_mutex_init(&of->pos_lock, NULL);
+	int fd = fd_install(fs, of);
+	if (fd < 0)
+		of_put(fs, of);
+	return fd;
+}
+
+int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
+{
+	API_BEGIN();
+	if (!fs)
+		API_RETURN(-EINVAL);
+	int acc = flags & O_ACCMODE;
+	if (acc == O_ACCMODE)
+		API_RETURN(-EINVAL);
+	uint64_t ino;
+	int created = 0, rc;
+	if (flags & O_CREAT) {
+		rc = fs_create(fs, path, flags, mode, &ino, &created);
+	} else {
+		struct nameidata nd;
+		rc = path_walk(fs, path, (flags & O_NOFOLLOW) ? 0 : LOOKUP_FOLLOW, &nd);
+		ino = nd.ino;
+	}
+	if (rc)
+		API_RETURN(rc);
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	uint32_t m = ip->i_mode;
+	if (S_ISLNK(m))
+		API_RETURN(fr_err(-ELOOP, "%s is a symbolic link (O_NOFOLLOW)", path));
+	if ((flags & O_DIRECTORY) && !S_ISDIR(m))
+		API_RETURN(-ENOTDIR);
+	if (S_ISDIR(m) && (acc != O_RDONLY || (flags & (O_TRUNC | O_CREAT))))
+		API_RETURN(-EISDIR);
+	if (!created) {
+		int mask = (acc != O_WRONLY ? 4 : 0) | (acc != O_RDONLY ? 2 : 0);
+		if ((flags & O_TRUNC) && S_ISREG(m))
+			mask |= 2;
+		rc = perm_check(cred_get(), NULL, ip, mask);
+		if (rc)
+			API_RETURN(rc);
+		if ((flags & O_TRUNC) && S_ISREG(m)) {
+			rc = dp_truncate(fs, ino, 0);
+			if (rc)
+				API_RETURN(rc);
+		}
+	}
+	API_RETURN(fs_open_ino(fs, ino, flags));
+}
+
+int ferrite_close(ferrite_fs *fs, int fd)
+{
+	API_BEGIN();
+	if (!fs)
+		API_RETURN(-EBADF);
+	pthread_mutex_lock(&fs->fd_lock);
+	struct ofile *of = NULL;
+	if (fd >= 0 && fd < fs->fd_cap) {
+		of = fs->fds[fd];
+		fs->fds[fd] = NULL;
+		if (of)
+			fs->fd_count--;
+	}
+	pthread_mutex_unlock(&fs->fd_lock);
+	if (!of)
+		API_RETURN(-EBADF);
+	of_put(fs, of);
+	API_RETURN(0);
+}
+
+int ferrite_dup(ferrite_fs *fs, int fd)
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	int nfd = fd_install(fs, of); /* the reference taken by fd_get moves to nfd */
+	if (nfd < 0)
+		of_put(fs, of);
+	API_RETURN(nfd);
+}
+
+void fd_close_all(ferrite_fs *fs)
+{
+	for (int i = 0; i < fs->fd_cap; i++)
+		if (fs->fds[i])
+			ferrite_close(fs, i);
+	free(fs->fds);
+	fs->fds = NULL;
+	fs->fd_cap = 0;
+}
+
+static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
+{
+	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
+		return -EINVAL;
+	size_t t = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len > (size_t)SSIZE_MAX - t)
+			return -EINVAL;
+		t += iov[i].iov_len;
+	}
+	*total = t;
+	return 0;
+}
+
+/* Reads into an iovec at off (< 0: at the file offset, which advances). */
+static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off)
+{
+	size_t total;
+	int rc = check_iov(iov, iovcnt, &total);
+	if (rc)
+		return rc;
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	ssize_t done = 0;
+	if ((of->flags & O_ACCMODE) == O_WRONLY) {
+		done = -EBADF;
+	} else if (S_ISDIR(ino_ptr(fs, of->vn->ino)->i_mode)) {
+		done = -EISDIR;
+	} else {
+		int use_pos = off < 0;
+		if (use_pos) {
+			pthread_mutex_lock(&of->pos_lock);
+			off = of->pos;
+		}
+		for (int i = 0; i < iovcnt; i++) {
+			if (!iov[i].iov_len)
+				continue;
+			ssize_t n = dp_read(fs, of->vn->ino, iov[i].iov_base, iov[i].iov_len,
+					    (uint64_t)off + (uint64_t)done);
+			if (n < 0) {
+				if (!done)
+					done = n;
+				break;
+			}
+			done += n;
+			if ((size_t)n < iov[i].iov_len)
+				break;
+		}
+		if (use_pos) {
+			if (done > 0)
+				of->pos = off + done;
+			pthread_mutex_unlock(&of->pos_lock);
+		}
+	}
+	of_put(fs, of);
+	return done;
+}
+
+static ssize_t do_write(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off)
+{
+	size_t total;
+	int rc = check_iov(iov, iovcnt, &total);
+	if (rc)
+		return rc;
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	ssize_t n;
+	if ((of->flags & O_ACCMODE) == O_RDONLY) {
+		n = -EBADF;
+	} else {
+		int use_pos = off < 0;
+		int append = of->flags & O_APPEND;
+		if (use_pos)
+			pthread_mutex_lock(&of->pos_lock);
+		int64_t at = append ? -1 : (use_pos ? of->pos : off);
+		int64_t end = 0;
+		n = dp_write(fs, of->vn->ino, iov, iovcnt, at, &end);
+		if (use_pos) {
+			if (n > 0)
+				of->pos = end;
+			pthread_mutex_unlock(&of->pos_lock);
+		}
+	}
+	of_put(fs, of);
+	return n;
+}
+
+ssize_t ferrite_read(ferrite_fs *fs, int fd, void *buf, size_t count)
+{
+	API_BEGIN();
+	struct iovec v = {buf, count};
+	return finish_ss(do_read(fs, fd, &v, 1, -1));
+}
+
+ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset)
+{
+	API_BEGIN();
+	if (offset < 0)
+		return finish_ss(-EINVAL);
+	struct iovec v = {buf, count};
+	return finish_ss(do_read(fs, fd, &v, 1, offset));
+}
+
+ssize_t ferrite_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
+{
+	API_BEGIN();
+	return finish_ss(do_read(fs, fd, iov, iovcnt, -1));
+}
+
+ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	API_BEGIN();
+	if (offset < 0)
+		return finish_ss(-EINVAL);
+	return finish_ss(do_read(fs, fd, iov, iovcnt, offset));
+}
+
+ssize_t ferrite_write(ferrite_fs *fs, int fd, const void *buf, size_t count)
+{
+	API_BEGIN();
+	struct iovec v = {(void *)buf, count};
+	return finish_ss(do_write(fs, fd, &v, 1, -1));
+}
+
+ssize_t ferrite_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset)
+{
+	API_BEGIN();
+	if (offset < 0)
+		return finish_ss(-EINVAL);
+	struct iovec v = {(void *)buf, count};
+	return finish_ss(do_write(fs, fd, &v, 1, offset));
+}
+
+ssize_t ferrite_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
+{
+	API_BEGIN();
+	return finish_ss(do_write(fs, fd, iov, iovcnt, -1));
+}
+
+ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
+{
+	API_BEGIN();
+	if (offset < 0)
+		return finish_ss(-EINVAL);
+	return finish_ss(do_write(fs, fd, iov, iovcnt, offset));
+}
+
+off_t ferrite_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		return finish_ss(-EBADF);
+	uint64_t ino = of->vn->ino;
+	pthread_mutex_lock(&of->pos_lock);
+	int64_t base, res;
+	switch (whence) {
+	case SEEK_SET:
+		base = 0;
+		break;
+	case SEEK_CUR:
+		base = of->pos;
+		break;
+	case SEEK_END:
+		base = (int64_t)ino_ptr(fs, ino)->i_size;
+		break;
+	case SEEK_DATA:
+	case SEEK_HOLE:
+		base = -1;
+		break;
+	default:
+		pthread_mutex_unlock(&of->pos_lock);
+		of_put(fs, of);
+		return finish_ss(-EINVAL);
+	}
+	if (base < 0) {
+		res = S_ISREG(ino_ptr(fs, ino)->i_mode)
+			      ? dp_seek_data(fs, ino, offset, whence == SEEK_HOLE)
+			      : -EINVAL;
+	} else if ((offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
+		res = -EINVAL;
+	} else {
+		res = base + offset;
+	}
+	if (res >= 0)
+		of->pos = res;
+	pthread_mutex_unlock(&of->pos_lock);
+	of_put(fs, of);
+	return finish_ss(res);
+}
+
+int ferrite_ftruncate(ferrite_fs *fs, int fd, off_t length)
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	int rc;
+	if (length < 0 || (of->flags & O_ACCMODE) == O_RDONLY ||
+	    !S_ISREG(ino_ptr(fs, of->vn->ino)->i_mode))
+		rc = -EINVAL;
+	else
+		rc = dp_truncate(fs, of->vn->ino, (uint64_t)length);
+	of_put(fs, of);
+	API_RETURN(rc);
+}
+
+int ferrite_truncate(ferrite_fs *fs, const char *path, off_t length)
+{
+	API_BEGIN();
+	if (!fs)
+		API_RETURN(-EINVAL);
+	struct nameidata nd;
+	int rc = path_walk(fs, path, LOOKUP_FOLLOW, &nd);
+	if (rc)
+		API_RETURN(rc);
+	struct fr_inode *ip = ino_ptr(fs, nd.ino);
+	if (S_ISDIR(ip->i_mode))
+		API_RETURN(-EISDIR);
+	if (!S_ISREG(ip->i_mode) || length < 0)
+		API_RETURN(-EINVAL);
+	rc = perm_check(cred_get(), NULL, ip, 2);
+	if (rc)
+		API_RETURN(rc);
+	API_RETURN(dp_truncate(fs, nd.ino, (uint64_t)length));
+}
+
+int ferrite_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	int rc = 0;
+	uint32_t m = ino_ptr(fs, of->vn->ino)->i_mode;
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE) ||
+	    ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)))
+		rc = -EOPNOTSUPP;
+	else if (offset < 0 || len <= 0)
+		rc = -EINVAL;
+	else if ((of->flags & O_ACCMODE) == O_RDONLY)
+		rc = -EBADF;
+	else if (S_ISDIR(m))
+		rc = -EISDIR;
+	else if (!S_ISREG(m))
+		rc = -ENODEV;
+	else if (offset > INT64_MAX - len)
+		rc = -EFBIG;
+	else
+		rc = dp_fallocate(fs, of->vn->ino, mode, (uint64_t)offset, (uint64_t)len);
+	of_put(fs, of);
+	API_RETURN(rc);
+}
+
+/* Every call is durable when it returns: there is nothing left to sync. */
+int ferrite_fsync(ferrite_fs *fs, int fd)
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	of_put(fs, of);
+	API_RETURN(0);
+}
+
+int ferrite_fdatasync(ferrite_fs *fs, int fd)
+{
+	return ferrite_fsync(fs, fd);
+}
+
+int ferrite_fstat(ferrite_fs *fs, int fd, struct stat *st)
+{
+	API_BEGIN();
+	if (!st)
+		API_RETURN(-EFAULT);
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	int rc = fs_stat_ino(fs, of->vn->ino, st);
+	of_put(fs, of);
+	API_RETURN(rc);
+}
+
+int ferrite_fchmod(ferrite_fs *fs, int fd, mode_t mode)
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	int rc = fs_chmod_ino(fs, of->vn->ino, mode);
+	of_put(fs, of);
+	API_RETURN(rc);
+}
+
+int ferrite_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	int rc = fs_chown_ino(fs, of->vn->ino, uid, gid);
+	of_put(fs, of);
+	API_RETURN(rc);
+}
+
+int ferrite_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	int rc = fs_utimens_ino(fs, of->vn->ino, times);
+	of_put(fs, of);
+	API_RETURN(rc);
+}

@@ -1,0 +1,233 @@
+/*
+ * fs.h -- internal interface of the fs layer: inodes, directories, path
+ * resolution, the data path, open files and descriptors.
+ *
+ * Persistent state is used in place through the pool's direct mapping
+ * (inodes, dentries, directory pages) or the partition space (file data);
+ * the only volatile state is small and bounded: striped inode locks, the
+ * table of open inodes (vnodes), descriptors and directory streams.
+ */
+#ifndef FERRITE_FS_H
+#define FERRITE_FS_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include <time.h>
+
+#include "ferrite.h"
+#include "fs/fs_format.h"
+#include "meta/meta.h"
+
+#define FS_LOCK_STRIPES 4096
+#define FS_MAX_SYMLINKS 40
+#define FS_NAME_MAX 255
+#define FS_PATH_MAX 4096
+
+struct fs_cred {
+	uid_t uid;
+	gid_t gid;
+	int ngroups;
+	gid_t groups[64];
+};
+
+/* An inode some descriptor or stream has open. */
+struct vnode {
+	uint64_t ino;
+	uint64_t gen;
+	int opens;          /* under fs->vn_lock */
+	struct vnode *next; /* hash chain */
+};
+
+/* An open file description (shared by dup'ed descriptors). */
+struct ofile {
+	struct vnode *vn;
+	int flags;
+	int refs;           /* descriptors + calls in progress; atomic */
+	pthread_mutex_t pos_lock;
+	int64_t pos;
+};
+
+struct ferrite_fs {
+	struct meta m;
+	uint64_t root_ino;
+	uint64_t hash_seed;
+	uint64_t max_file_size;
+	pthread_rwlock_t *locks;      /* FS_LOCK_STRIPES inode locks */
+	pthread_mutex_t rename_lock;  /* serialises directory moves across parents */
+
+	pthread_mutex_t vn_lock;
+	struct vnode **vn_hash;
+	uint64_t vn_cap;
+
+	pthread_mutex_t fd_lock;
+	struct ofile **fds;
+	int fd_cap;
+	int fd_count;
+
+	pthread_mutex_t dir_lock;
+	struct ferrite_dir *streams; /* open directory streams */
+};
+
+/* ---- inodes (inode.c) ---------------------------------------------------- */
+
+static inline struct fr_inode *ino_ptr(ferrite_fs *fs, uint64_t ino)
+{
+	return (struct fr_inode *)meta_ptr(&fs->m, ino << INO_SHIFT);
+}
+static inline uint64_t ino_of(ferrite_fs *fs, const struct fr_inode *ip)
+{
+	return sp_off(&fs->m.sp, ip) >> INO_SHIFT;
+}
+/* Is ino a live inode of this pool (numbers coming from outside)? */
+int ino_valid(ferrite_fs *fs, uint64_t ino);
+
+static inline uint64_t rd8(struct tx *tx, const void *p)
+{
+	return tx ? tx_get8(tx, p) : __atomic_load_n((const uint64_t *)p, __ATOMIC_RELAXED);
+}
+static inline uint32_t rd4(struct tx *tx, const void *p)
+{
+	return tx ? tx_get4(tx, p) : *(const volatile uint32_t *)p;
+}
+
+pthread_rwlock_t *ino_lock(ferrite_fs *fs, uint64_t ino);
+/* Locks up to 4 inodes for writing in a deadlock-free order. */
+void ino_lock_many(ferrite_fs *fs, uint64_t *inos, int n);
+void ino_unlock_many(ferrite_fs *fs, uint64_t *inos, int n);
+
+void fs_now(struct timespec *ts);
+/* Allocates and initialises an inode in tx; returns its number. */
+int ino_alloc(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid, uint64_t parent,
+	      uint64_t *ino);
+/* Releases an inode and everything it owns (data, directory storage). May
+ * need several transactions for a large file: commits as it goes. */
+int ino_release(ferrite_fs *fs, struct log_ctx **lc, uint64_t ino);
+/* Stages the whole release of an inode in tx; -E2BIG if its data is too
+ * large for one transaction (then: orphan_add + ino_release). */
+int ino_drop_tx(ferrite_fs *fs, struct tx *tx, uint64_t ino);
+void ino_set_times(struct tx *tx, struct fr_inode *ip, int which, const struct timespec *ts);
+#define T_ATIME 1
+#define T_MTIME 2
+#define T_CTIME 4
+/* Orphans: unlinked inodes still open (released at last close or mount). */
+void orphan_add(ferrite_fs *fs, struct tx *tx, uint64_t ino);
+void orphan_remove(ferrite_fs *fs, struct tx *tx, uint64_t ino);
+int orphan_cleanup(ferrite_fs *fs);
+
+/* ---- credentials and permissions (attr.c) ------------------------------- */
+
+const struct fs_cred *cred_get(void);
+/* mask: 4 read, 2 write, 1 exec/search. 0 or -EACCES. */
+int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip, int mask);
+void inode_to_stat(ferrite_fs *fs, const struct fr_inode *ip, struct stat *st);
+
+int fs_stat_ino(ferrite_fs *fs, uint64_t ino, struct stat *st);
+int fs_stat(ferrite_fs *fs, const char *path, struct stat *st, int follow);
+int fs_chmod_ino(ferrite_fs *fs, uint64_t ino, mode_t mode);
+int fs_chown_ino(ferrite_fs *fs, uint64_t ino, uid_t uid, gid_t gid);
+int fs_utimens_ino(ferrite_fs *fs, uint64_t ino, const struct timespec times[2]);
+int fs_access(ferrite_fs *fs, const char *path, int mode);
+int fs_statvfs(ferrite_fs *fs, struct statvfs *sv);
+
+/* ---- directories (dir.c) ------------------------------------------------- */
+
+/* Finds name in dir; *out points into the pool (direct mapping). */
+int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
+	       size_t len, struct fr_dentry **out);
+/* Adds an entry; may grow the directory, which can move its pages: dentry
+ * pointers obtained before a dir_insert on the same directory are stale. */
+int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name, size_t len,
+	       uint64_t ino, unsigned type);
+void dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_dentry *d);
+void dir_retarget(struct tx *tx, struct fr_dentry *d, uint64_t ino, unsigned type);
+/* Releases the storage of an empty directory. */
+int dir_release(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir);
+/* Copies a dentry's name into buf (NUL-terminated); returns its length. */
+size_t dent_name(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, char *buf);
+
+struct dir_batch_ent {
+	uint64_t hash;
+	uint64_t ino;
+	uint8_t type;
+	uint8_t len;
+	char name[256];
+};
+/* Reads entries with hash >= cookie in hash order; at most cap. *next is the
+ * cookie to continue from (FR_HASH_MAX + 1 at the end). Read lock held. */
+int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_batch_ent *out,
+	     int cap, uint64_t *next, struct dir_batch_ent *scratch64);
+int dir_check(ferrite_fs *fs, struct fr_inode *dir, void (*ent_cb)(void *, uint64_t ino,
+								       const char *, unsigned),
+	      void *arg, fr_report_fn report, void *rarg);
+
+/* ---- path resolution and namespace (namei.c) ---------------------------- */
+
+struct nameidata {
+	uint64_t dir_ino;      /* parent directory */
+	uint64_t dir_gen;
+	char name[FS_NAME_MAX + 1];
+	size_t len;
+	int trailing_slash;
+	uint64_t ino;          /* final object, 0 if it does not exist */
+};
+#define LOOKUP_FOLLOW 1    /* follow a symlink in the last component */
+#define LOOKUP_PARENT 2    /* stop at the parent, last component in nd->name */
+int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd);
+/* Re-checks after locking that the directory nd names is still what the walk
+ * found (a live directory with the same generation). */
+int nd_dir_still_valid(ferrite_fs *fs, struct nameidata *nd);
+/* Reads a symlink's target (NUL-terminated) under its read lock. */
+int fs_readlink_ino(ferrite_fs *fs, uint64_t ino, char *buf, size_t cap, size_t *len);
+
+int fs_create(ferrite_fs *fs, const char *path, int flags, mode_t mode, uint64_t *ino,
+	      int *created);
+int fs_mkdir(ferrite_fs *fs, const char *path, mode_t mode);
+int fs_unlink(ferrite_fs *fs, const char *path);
+int fs_rmdir(ferrite_fs *fs, const char *path);
+int fs_link(ferrite_fs *fs, const char *oldpath, const char *newpath);
+int fs_symlink(ferrite_fs *fs, const char *target, const char *linkpath);
+ssize_t fs_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size);
+int fs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
+
+/* ---- data path (data.c) -------------------------------------------------- */
+
+ssize_t dp_read(ferrite_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off);
+/* off < 0: append at end of file; *newoff receives the end of the write. */
+ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovcnt, int64_t off,
+		 int64_t *newoff);
+int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len);
+int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+int64_t dp_seek_data(ferrite_fs *fs, uint64_t ino, int64_t off, int hole);
+/* Inside a transaction: makes the partition hold [0, size) and backs pages
+ * for [off, off+len) (zeroing those inside the file), used by directories
+ * and symlinks. */
+int dp_prepare(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off, uint64_t len,
+	       uint64_t keep);
+/* Pool offset of the page holding byte off of the inode's data, 0 if none. */
+uint64_t dp_phys(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off);
+/* Stages the release of all data of an inode (must fit one transaction). */
+int dp_release_tx(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip);
+/* Releases all data of an inode in bounded transactions. */
+int dp_release_all(ferrite_fs *fs, struct log_ctx **lc, uint64_t ino);
+
+/* ---- operations ------------------------------------------------------- */
+
+/* Acquire a log slot for a modifying operation. */
+struct log_ctx *op_begin(ferrite_fs *fs);
+int op_commit(ferrite_fs *fs, struct log_ctx *lc);
+void op_end(ferrite_fs *fs, struct log_ctx *lc);
+
+/* vnodes (file.c) */
+struct vnode *vn_get(ferrite_fs *fs, uint64_t ino, uint64_t gen);
+void vn_put(ferrite_fs *fs, struct vnode *vn);
+int vn_is_open(ferrite_fs *fs, uint64_t ino);
+void fd_close_all(ferrite_fs *fs);
+int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags);
+void dirstream_close_all(ferrite_fs *fs);
+
+/* fsck (fsck.c) */
+int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
+	    void (*progress)(void *, uint64_t, uint64_t), void *parg);
+
+#endif

@@ -1,0 +1,71 @@
+/*
+ * info.c -- ferrite_get_info: what `ferrite info` shows. Counts come from
+ * the state page; partition and page-table statistics from a read-only walk.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "fs/fs.h"
+#include "persist/pm.h"
+
+struct ppt_count {
+	struct space *sp;
+	uint64_t huge, table, pages;
+};
+
+static void count_window(void *arg, uint64_t v, uint64_t ent)
+{
+	struct ppt_count *c = arg;
+	if (v == ~0ULL) {
+		c->pages++;
+		return;
+	}
+	if ((ent & PPT_TYPE_MASK) == PPT_HUGE)
+		c->huge++;
+	else if ((ent & PPT_TYPE_MASK) == PPT_TABLE)
+		c->table++, c->pages++;
+}
+
+int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info)
+{
+	fr_err_clear();
+	if (!fs || !info)
+		return fr_err_finish(-EINVAL);
+	memset(info, 0, sizeof(*info));
+	struct meta *m = &fs->m;
+	const uint8_t *u = m->sb->sb_uuid;
+	snprintf(info->uuid, sizeof(info->uuid),
+		 "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", u[0], u[1],
+		 u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12], u[13], u[14],
+		 u[15]);
+	info->format_version = m->sb->sb_version;
+	info->mode = (int)m->sb->sb_mode;
+	info->pool_bytes = m->sb->sb_pool_size;
+	info->data_bytes = (m->sp.data_end_page - m->sp.data_page) << FR_PAGE_SHIFT;
+	info->free_bytes = bud_free_pages(&m->sp) << FR_PAGE_SHIFT;
+	info->files = m->st->st_nfiles;
+	info->directories = m->st->st_ndirs;
+	info->symlinks = m->st->st_nsymlinks;
+	info->inode_capacity = m->st->st_pools[MP_INODE].mph_total;
+	info->vspace_bytes = m->sp.vsize;
+	info->top_level = m->sp.top_level;
+	info->max_file_size = fs->max_file_size;
+	info->log_slots = m->nlogs;
+	snprintf(info->backing, sizeof(info->backing), "%s", m->pool.backing);
+	info->huge_pages = m->pool.huge;
+	snprintf(info->persistence, sizeof(info->persistence), "%s", pm_describe());
+
+	struct part_stats ps;
+	pthread_mutex_lock(&m->sp.alloc_lock); /* a stable tree while we walk it */
+	part_walk(&m->sp, NULL, NULL, NULL, &ps, NULL, NULL);
+	struct ppt_count c = {&m->sp, 0, 0, 0};
+	ppt_check_dirs(&m->sp, count_window, &c);
+	pthread_mutex_unlock(&m->sp.alloc_lock);
+	for (int l = 0; l < 16 && l <= SP_MAX_LEVEL; l++)
+		info->partitions_allocated[l] = ps.allocated[l];
+	info->ppt_huge_windows = c.huge;
+	info->ppt_table_windows = c.table;
+	info->ppt_pages = c.pages;
+	return 0;
+}

@@ -1,0 +1,254 @@
+/*
+ * inode.c -- inodes: allocation and release, striped inode locks, the
+ * orphan list, timestamps, and the per-operation log slot.
+ *
+ * Inodes are entries of the inode pool, used in place; an inode number is
+ * the inode's pool offset / 64, so translating one costs an add.
+ *
+ * Invariants: I1 a LIVE inode with i_nlink == 0 is on the orphan list (it is
+ *               still open somewhere, or its release was interrupted);
+ *             I2 i_generation is unique among all inodes ever allocated in
+ *               the pool, so (ino, generation) names one object forever;
+ *             I3 the counters in the state page match the live inodes.
+ * Crash argument: allocation and release are staged in the operation's
+ *   transaction together with the directory change that makes the inode
+ *   reachable or unreachable. A release too large for one transaction first
+ *   puts the inode on the orphan list in the same transaction that unlinks
+ *   it; mount finishes what a crash interrupted (orphan_cleanup).
+ * Locking: FS_LOCK_STRIPES reader-writer locks, striped by inode number;
+ *   several are always taken in stripe order (ino_lock_many).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/fs.h"
+#include "persist/pm.h"
+
+void fs_now(struct timespec *ts)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+}
+
+static unsigned stripe_of(uint64_t ino)
+{
+	return (unsigned)((ino * 0x9e3779b97f4a7c15ULL) >> 52) & (FS_LOCK_STRIPES - 1);
+}
+
+pthread_rwlock_t *ino_lock(ferrite_fs *fs, uint64_t ino)
+{
+	return &fs->locks[stripe_of(ino)];
+}
+
+static int stripes_sorted(ferrite_fs *fs, const uint64_t *inos, int n, unsigned *out)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++) {
+		if (!inos[i])
+			continue;
+		unsigned s = stripe_of(inos[i]);
+		int dup = 0;
+		for (int j = 0; j < k; j++)
+			dup |= out[j] == s;
+		if (!dup)
+			out[k++] = s;
+	}
+	for (int i = 1; i < k; i++)
+		for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+			unsigned t = out[j];
+			out[j] = out[j - 1];
+			out[j - 1] = t;
+		}
+	return k;
+}
+
+void ino_lock_many(ferrite_fs *fs, uint64_t *inos, int n)
+{
+	unsigned s[8];
+	int k = stripes_sorted(fs, inos, n, s);
+	for (int i = 0; i < k; i++)
+		pthread_rwlock_wrlock(&fs->locks[s[i]]);
+}
+
+void ino_unlock_many(ferrite_fs *fs, uint64_t *inos, int n)
+{
+	unsigned s[8];
+	int k = stripes_sorted(fs, inos, n, s);
+	for (int i = k - 1; i >= 0; i--)
+		pthread_rwlock_unlock(&fs->locks[s[i]]);
+}
+
+int ino_valid(ferrite_fs *fs, uint64_t ino)
+{
+	if (ino == 0 || ino > (fs->m.pool.size >> INO_SHIFT))
+		return 0;
+	return mp_entry_valid(&fs->m, MP_INODE, ino << INO_SHIFT);
+}
+
+struct log_ctx *op_begin(ferrite_fs *fs)
+{
+	return log_acquire(&fs->m);
+}
+
+int op_commit(ferrite_fs *fs, struct log_ctx *lc)
+{
+	return log_commit(&fs->m, lc);
+}
+
+void op_end(ferrite_fs *fs, struct log_ctx *lc)
+{
+	log_release(&fs->m, lc);
+}
+
+void ino_set_times(struct tx *tx, struct fr_inode *ip, int which, const struct timespec *ts)
+{
+	if (which & T_ATIME) {
+		tx_set8(tx, &ip->i_atime_sec, (uint64_t)ts->tv_sec);
+		tx_set4(tx, &ip->i_atime_nsec, (uint32_t)ts->tv_nsec);
+	}
+	if (which & T_MTIME) {
+		tx_set8(tx, &ip->i_mtime_sec, (uint64_t)ts->tv_sec);
+		tx_set4(tx, &ip->i_mtime_nsec, (uint32_t)ts->tv_nsec);
+	}
+	if (which & T_CTIME) {
+		tx_set8(tx, &ip->i_ctime_sec, (uint64_t)ts->tv_sec);
+		tx_set4(tx, &ip->i_ctime_nsec, (uint32_t)ts->tv_nsec);
+	}
+}
+
+static uint64_t *counter_for(ferrite_fs *fs, uint32_t mode)
+{
+	struct fr_state *st = fs->m.st;
+	if (S_ISDIR(mode))
+		return &st->st_ndirs;
+	if (S_ISLNK(mode))
+		return &st->st_nsymlinks;
+	return &st->st_nfiles;
+}
+
+int ino_alloc(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid, uint64_t parent,
+	      uint64_t *ino)
+{
+	uint64_t off;
+	int rc = mp_alloc(&fs->m, tx, MP_INODE, &off);
+	if (rc)
+		return rc == -ENOSPC ? fr_err(-ENOSPC, "no space left for inodes") : rc;
+	struct fr_state *st = fs->m.st;
+	uint64_t gen = tx_get8(tx, &st->st_next_gen);
+	tx_set8(tx, &st->st_next_gen, gen + 1);
+	uint64_t *cnt = counter_for(fs, mode);
+	tx_set8(tx, cnt, tx_get8(tx, cnt) + 1);
+
+	struct timespec now;
+	fs_now(&now);
+	struct fr_inode img;
+	memset(&img, 0, sizeof(img));
+	img.i_oob.oob_status = MP_LIVE;
+	img.i_oob.oob_pool = MP_INODE;
+	img.i_mode = mode;
+	img.i_nlink = S_ISDIR(mode) ? 2 : 1;
+	img.i_uid = uid;
+	img.i_gid = gid;
+	img.i_level = I_NO_PART;
+	img.i_generation = gen;
+	img.i_mtime_sec = img.i_ctime_sec = img.i_atime_sec = img.i_btime_sec = now.tv_sec;
+	img.i_mtime_nsec = img.i_ctime_nsec = img.i_atime_nsec = img.i_btime_nsec =
+		(uint32_t)now.tv_nsec;
+	img.i_parent = parent;
+	tx_set(tx, meta_ptr(&fs->m, off), &img, sizeof(img));
+	*ino = off >> INO_SHIFT;
+	return 0;
+}
+
+void orphan_add(ferrite_fs *fs, struct tx *tx, uint64_t ino)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	struct fr_state *st = fs->m.st;
+	tx_lock_alloc(tx); /* the list head is shared: covered by the allocator lock */
+	if (tx_get4(tx, &ip->i_flags) & I_F_ORPHAN)
+		return;
+	tx_set8(tx, &ip->i_orphan_next, tx_get8(tx, &st->st_orphan_head));
+	tx_set8(tx, &st->st_orphan_head, ino);
+	tx_set4(tx, &ip->i_flags, tx_get4(tx, &ip->i_flags) | I_F_ORPHAN);
+}
+
+void orphan_remove(ferrite_fs *fs, struct tx *tx, uint64_t ino)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	struct fr_state *st = fs->m.st;
+	tx_lock_alloc(tx);
+	if (!(tx_get4(tx, &ip->i_flags) & I_F_ORPHAN))
+		return;
+	uint64_t *link = &st->st_orphan_head;
+	for (uint64_t cur = tx_get8(tx, link); cur; cur = tx_get8(tx, link)) {
+		if (cur == ino) {
+			tx_set8(tx, link, tx_get8(tx, &ip->i_orphan_next));
+			break;
+		}
+		link = &ino_ptr(fs, cur)->i_orphan_next;
+	}
+	tx_set8(tx, &ip->i_orphan_next, 0);
+	tx_set4(tx, &ip->i_flags, tx_get4(tx, &ip->i_flags) & ~I_F_ORPHAN);
+}
+
+/* Stages the release of an inode whose storage fits in one transaction. */
+int ino_drop_tx(ferrite_fs *fs, struct tx *tx, uint64_t ino)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	int level = tx_get1(tx, &ip->i_level);
+	if (level != I_NO_PART && level >= SP_L3 && tx_get8(tx, &ip->i_blocks) > 64 * 512ULL)
+		return -E2BIG;
+	if (level != I_NO_PART && level > 6)
+		return -E2BIG;
+	uint32_t mode = tx_get4(tx, &ip->i_mode);
+	if (S_ISDIR(mode))
+		dir_release(fs, tx, ip);
+	int rc = dp_release_tx(fs, tx, ip);
+	if (rc)
+		return rc;
+	orphan_remove(fs, tx, ino);
+	uint64_t *cnt = counter_for(fs, mode);
+	tx_set8(tx, cnt, tx_get8(tx, cnt) - 1);
+	mp_free(&fs->m, tx, MP_INODE, ino << INO_SHIFT);
+	return 0;
+}
+
+int ino_release(ferrite_fs *fs, struct log_ctx **lcp, uint64_t ino)
+{
+	(void)lcp;
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	/* Large data first, in bounded transactions; the inode stays on the
+	 * orphan list until the last one, so a crash resumes here at mount. */
+	int rc = dp_release_all(fs, NULL, ino);
+	if (rc)
+		return rc;
+	struct log_ctx *lc = op_begin(fs);
+	if (!lc)
+		return -ENOMEM;
+	rc = ino_drop_tx(fs, lc->tx, ino);
+	if (rc) {
+		tx_abort(lc->tx);
+		op_end(fs, lc);
+		return rc;
+	}
+	rc = op_commit(fs, lc);
+	op_end(fs, lc);
+	(void)ip;
+	return rc;
+}
+
+int orphan_cleanup(ferrite_fs *fs)
+{
+	int n = 0;
+	while (fs->m.st->st_orphan_head) {
+		uint64_t ino = fs->m.st->st_orphan_head;
+		if (!ino_valid(fs, ino))
+			return fr_err(-EUCLEAN, "orphan list damaged (run `ferrite fsck`)");
+		int rc = ino_release(fs, NULL, ino);
+		if (rc)
+			return rc;
+		n++;
+	}
+	return n;
+}

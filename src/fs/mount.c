@@ -1,0 +1,138 @@
+/*
+ * mount.c -- ferrite_mkfs, ferrite_mount, ferrite_unmount.
+ *
+ * Mount does no scan: it validates the superblock, maps the pool, replays at
+ * most one log entry per slot, and releases the orphan list (inodes unlinked
+ * while open when the previous user stopped). Nothing is loaded into DRAM;
+ * metadata is used in place.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+
+#define DEFAULT_POOL_PATH "/dev/shm/ferrite/default.pool"
+
+const char *ferrite_default_pool(void)
+{
+	const char *e = getenv("FERRITE_POOL");
+	return e && *e ? e : DEFAULT_POOL_PATH;
+}
+
+/* mkfs: the root directory, through the ordinary inode code. */
+static int make_root(struct meta *m, struct tx *tx, void *arg)
+{
+	(void)arg;
+	ferrite_fs shell;
+	memset(&shell, 0, sizeof(shell));
+	shell.m = *m; /* ino_alloc only uses the pool mapping and state */
+	uint64_t ino;
+	int rc = ino_alloc(&shell, tx, S_IFDIR | 0755, geteuid(), getegid(), 0, &ino);
+	if (rc)
+		return rc;
+	tx_set8(tx, &ino_ptr(&shell, ino)->i_parent, ino);
+	tx_set8(tx, &m->st->st_root_ino, ino);
+	return 0;
+}
+
+int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
+{
+	fr_err_clear();
+	struct ferrite_mkfs_opts def = {0};
+	if (!opts)
+		opts = &def;
+	if (!pool)
+		pool = ferrite_default_pool();
+	if (opts->mode == FERRITE_MODE_STRICT)
+		return fr_err_finish(fr_err(-EOPNOTSUPP,
+					    "strict mode is not available in this release"));
+	if (opts->mode != FERRITE_MODE_SYNC)
+		return fr_err_finish(fr_err(-EINVAL, "unknown mode %d", opts->mode));
+	if (!opts->no_hugepages && strcmp(pool, DEFAULT_POOL_PATH) == 0)
+		pool_prepare_default_dir(pool);
+	struct meta_mkfs_params p = {
+		.size = opts->size,
+		.mode = opts->mode,
+		.progress = opts->progress,
+		.progress_arg = opts->progress_arg,
+		.force = opts->force,
+	};
+	return fr_err_finish(meta_mkfs(pool, &p, make_root, NULL));
+}
+
+static int fs_init_volatile(ferrite_fs *fs)
+{
+	fs->locks = calloc(FS_LOCK_STRIPES, sizeof(*fs->locks));
+	fs->vn_cap = 1024;
+	fs->vn_hash = calloc(fs->vn_cap, sizeof(*fs->vn_hash));
+	if (!fs->locks || !fs->vn_hash)
+		return -ENOMEM;
+	for (int i = 0; i < FS_LOCK_STRIPES; i++)
+		pthread_rwlock_init(&fs->locks[i], NULL);
+	pthread_mutex_init(&fs->rename_lock, NULL);
+	pthread_mutex_init(&fs->vn_lock, NULL);
+	pthread_mutex_init(&fs->fd_lock, NULL);
+	pthread_mutex_init(&fs->dir_lock, NULL);
+	return 0;
+}
+
+static void fs_free(ferrite_fs *fs)
+{
+	free(fs->locks);
+	free(fs->vn_hash);
+	free(fs->fds);
+	free(fs);
+}
+
+int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out)
+{
+	fr_err_clear();
+	if (!out)
+		return fr_err_finish(-EINVAL);
+	*out = NULL;
+	if (opts && opts->read_only)
+		return fr_err_finish(fr_err(-EOPNOTSUPP, "read-only mounts are not supported yet"));
+	if (!pool)
+		pool = ferrite_default_pool();
+	ferrite_fs *fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return fr_err_finish(-ENOMEM);
+	int rc = fs_init_volatile(fs);
+	if (!rc)
+		rc = meta_open(&fs->m, pool);
+	if (rc) {
+		fs_free(fs);
+		return fr_err_finish(rc);
+	}
+	fs->root_ino = fs->m.st->st_root_ino;
+	fs->hash_seed = fs->m.sb->sb_hash_seed;
+	fs->max_file_size = sp_level_size(fs->m.sp.top_level - 1);
+	if (!ino_valid(fs, fs->root_ino) || !S_ISDIR(ino_ptr(fs, fs->root_ino)->i_mode)) {
+		rc = fr_err(-EUCLEAN, "%s: root directory damaged (run `ferrite fsck`)", pool);
+		goto fail;
+	}
+	rc = orphan_cleanup(fs);
+	if (rc < 0)
+		goto fail;
+	*out = fs;
+	return 0;
+fail:
+	meta_close(&fs->m);
+	fs_free(fs);
+	return fr_err_finish(rc);
+}
+
+int ferrite_unmount(ferrite_fs *fs)
+{
+	fr_err_clear();
+	if (!fs)
+		return fr_err_finish(-EINVAL);
+	dirstream_close_all(fs);
+	fd_close_all(fs);
+	meta_close(&fs->m);
+	fs_free(fs);
+	return 0;
+}

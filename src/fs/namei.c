@@ -1,0 +1,584 @@
+/*
+ * namei.c -- namespace operations: create, mkdir, rmdir, unlink, rename
+ * (plain, over a target, across directories, NOREPLACE, EXCHANGE), link,
+ * symlink, readlink.
+ *
+ * Each operation resolves its paths, locks every inode it changes (parents
+ * and children, in stripe order), re-checks under the locks what the walk
+ * found, stages all changes in one transaction and commits it: the operation
+ * is atomic (all of it or none after a crash) and durable on return.
+ *
+ * Invariants: N1 a directory's i_nlink is 2 + its subdirectories;
+ *             N2 a directory's i_parent names the directory holding it;
+ *             N3 no directory is its own ancestor (rename checks under
+ *               rename_lock, which every cross-directory rename holds).
+ * Locking: see docs/contracts.md#namespace.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/fs.h"
+#include "persist/pm.h"
+
+static unsigned dtype_of(uint32_t mode)
+{
+	return S_ISDIR(mode) ? 4 : S_ISLNK(mode) ? 10 : S_ISREG(mode) ? 8 : 0;
+}
+
+static int is_dot(const struct nameidata *nd)
+{
+	return (nd->len == 1 && nd->name[0] == '.') ||
+	       (nd->len == 2 && nd->name[0] == '.' && nd->name[1] == '.');
+}
+
+/* May the caller remove or replace child in dir? (write+search, sticky) */
+static int may_delete(const struct fs_cred *c, struct fr_inode *dir, struct fr_inode *child)
+{
+	int rc = perm_check(c, NULL, dir, 3);
+	if (rc)
+		return rc;
+	if ((dir->i_mode & S_ISVTX) && c->uid != 0 && c->uid != child->i_uid &&
+	    c->uid != dir->i_uid)
+		return -EPERM;
+	return 0;
+}
+
+/* Re-finds the walk's last component under the parent's lock. */
+static uint64_t relookup(ferrite_fs *fs, struct tx *tx, struct nameidata *nd,
+			 struct fr_dentry **dp)
+{
+	struct fr_dentry *d = NULL;
+	if (dir_lookup(fs, tx, ino_ptr(fs, nd->dir_ino), nd->name, nd->len, &d))
+		return 0;
+	if (dp)
+		*dp = d;
+	return rd8(tx, &d->d_ino);
+}
+
+static void touch_dir(struct tx *tx, struct fr_inode *dir)
+{
+	struct timespec now;
+	fs_now(&now);
+	ino_set_times(tx, dir, T_MTIME | T_CTIME, &now);
+}
+
+static void touch_ctime(struct tx *tx, struct fr_inode *ip)
+{
+	struct timespec now;
+	fs_now(&now);
+	ino_set_times(tx, ip, T_CTIME, &now);
+}
+
+/* Creates name in the locked parent; the caller commits. */
+static int create_locked(ferrite_fs *fs, struct tx *tx, struct nameidata *nd, mode_t mode,
+			 uint64_t *ino)
+{
+	const struct fs_cred *c = cred_get();
+	struct fr_inode *dir = ino_ptr(fs, nd->dir_ino);
+	int rc = perm_check(c, NULL, dir, 3);
+	if (rc)
+		return rc;
+	gid_t gid = c->gid;
+	if (dir->i_mode & S_ISGID) {
+		gid = dir->i_gid;
+		if (S_ISDIR(mode))
+			mode |= S_ISGID;
+	}
+	rc = ino_alloc(fs, tx, mode, c->uid, gid, S_ISDIR(mode) ? nd->dir_ino : 0, ino);
+	if (rc)
+		return rc;
+	rc = dir_insert(fs, tx, dir, nd->name, nd->len, *ino, dtype_of(mode));
+	if (rc)
+		return rc;
+	if (S_ISDIR(mode))
+		tx_set4(tx, &dir->i_nlink, tx_get4(tx, &dir->i_nlink) + 1);
+	touch_dir(tx, dir);
+	return 0;
+}
+
+static int commit_or_abort(ferrite_fs *fs, struct log_ctx *lc, int rc)
+{
+	if (rc) {
+		tx_abort(lc->tx);
+		return rc;
+	}
+	return op_commit(fs, lc);
+}
+
+int fs_create(ferrite_fs *fs, const char *path, int flags, mode_t mode, uint64_t *ino,
+	      int *created)
+{
+	struct nameidata nd;
+	int follow = (flags & (O_EXCL | O_NOFOLLOW)) ? 0 : LOOKUP_FOLLOW;
+	*created = 0;
+	int rc = path_walk(fs, path, LOOKUP_PARENT | follow, &nd);
+	if (rc)
+		return rc;
+	if (nd.len == 0 || is_dot(&nd))
+		return (flags & O_EXCL) ? -EEXIST : -EISDIR;
+	if (nd.ino) {
+		if (flags & O_EXCL)
+			return -EEXIST;
+		*ino = nd.ino;
+		return 0; /* exists: the caller opens it */
+	}
+	if (nd.trailing_slash)
+		return -EISDIR;
+	pthread_rwlock_t *lk = ino_lock(fs, nd.dir_ino);
+	pthread_rwlock_wrlock(lk);
+	rc = nd_dir_still_valid(fs, &nd);
+	if (rc)
+		goto out;
+	uint64_t existing = relookup(fs, NULL, &nd, NULL);
+	if (existing) {
+		if (flags & O_EXCL)
+			rc = -EEXIST;
+		else
+			*ino = existing;
+		goto out;
+	}
+	struct log_ctx *lc = op_begin(fs);
+	if (!lc) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	rc = create_locked(fs, lc->tx, &nd, S_IFREG | (mode & 07777), ino);
+	rc = commit_or_abort(fs, lc, rc);
+	op_end(fs, lc);
+	if (!rc)
+		*created = 1;
+out:
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
+int fs_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
+{
+	struct nameidata nd;
+	int rc = path_walk(fs, path, LOOKUP_PARENT, &nd);
+	if (rc)
+		return rc;
+	if (nd.len == 0 || is_dot(&nd) || nd.ino)
+		return -EEXIST;
+	pthread_rwlock_t *lk = ino_lock(fs, nd.dir_ino);
+	pthread_rwlock_wrlock(lk);
+	rc = nd_dir_still_valid(fs, &nd);
+	if (!rc && relookup(fs, NULL, &nd, NULL))
+		rc = -EEXIST;
+	if (!rc) {
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc) {
+			rc = -ENOMEM;
+		} else {
+			uint64_t ino;
+			rc = create_locked(fs, lc->tx, &nd, S_IFDIR | (mode & 07777), &ino);
+			rc = commit_or_abort(fs, lc, rc);
+			op_end(fs, lc);
+		}
+	}
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
+/* Drops the last link of ino inside tx: released now, or parked on the
+ * orphan list if open or too large (*later set: release after commit). */
+static int drop_inode(ferrite_fs *fs, struct tx *tx, uint64_t ino, int *later)
+{
+	*later = 0;
+	if (vn_is_open(fs, ino)) {
+		orphan_add(fs, tx, ino);
+		return 0;
+	}
+	int rc = ino_drop_tx(fs, tx, ino);
+	if (rc == -E2BIG) {
+		orphan_add(fs, tx, ino);
+		*later = 1;
+		return 0;
+	}
+	return rc;
+}
+
+static int remove_common(ferrite_fs *fs, const char *path, int is_rmdir)
+{
+	struct nameidata nd;
+	const struct fs_cred *c = cred_get();
+	int rc = path_walk(fs, path, LOOKUP_PARENT, &nd);
+	if (rc)
+		return rc;
+	if (nd.len == 0)
+		return is_rmdir ? -EBUSY : -EISDIR;
+	if (is_dot(&nd))
+		return is_rmdir ? (nd.len == 1 ? -EINVAL : -ENOTEMPTY) : -EISDIR;
+	if (!nd.ino)
+		return -ENOENT;
+	for (;;) {
+		uint64_t locks[2] = {nd.dir_ino, nd.ino};
+		ino_lock_many(fs, locks, 2);
+		rc = nd_dir_still_valid(fs, &nd);
+		struct fr_dentry *d = NULL;
+		uint64_t child = rc ? 0 : relookup(fs, NULL, &nd, &d);
+		if (!rc && !child)
+			rc = -ENOENT;
+		if (!rc && child != nd.ino) {
+			ino_unlock_many(fs, locks, 2);
+			nd.ino = child; /* changed under us: lock the new one */
+			continue;
+		}
+		int later = 0;
+		if (!rc) {
+			struct fr_inode *dir = ino_ptr(fs, nd.dir_ino), *cp = ino_ptr(fs, child);
+			int isdir = S_ISDIR(cp->i_mode);
+			if (is_rmdir && !isdir)
+				rc = -ENOTDIR;
+			else if (!is_rmdir && isdir)
+				rc = -EISDIR;
+			else if (!is_rmdir && nd.trailing_slash)
+				rc = -ENOTDIR;
+			else if (is_rmdir && cp->i_nentries)
+				rc = -ENOTEMPTY;
+			else if (child == fs->root_ino)
+				rc = -EBUSY;
+			else
+				rc = may_delete(c, dir, cp);
+			if (!rc) {
+				struct log_ctx *lc = op_begin(fs);
+				if (!lc) {
+					rc = -ENOMEM;
+				} else {
+					struct tx *tx = lc->tx;
+					dir_remove(fs, tx, dir, d);
+					touch_dir(tx, dir);
+					if (isdir) {
+						tx_set4(tx, &dir->i_nlink, tx_get4(tx, &dir->i_nlink) - 1);
+						tx_set4(tx, &cp->i_nlink, 0);
+					} else {
+						tx_set4(tx, &cp->i_nlink, tx_get4(tx, &cp->i_nlink) - 1);
+						touch_ctime(tx, cp);
+					}
+					if (tx_get4(tx, &cp->i_nlink) == 0)
+						rc = drop_inode(fs, tx, child, &later);
+					rc = commit_or_abort(fs, lc, rc);
+					op_end(fs, lc);
+				}
+			}
+		}
+		ino_unlock_many(fs, locks, 2);
+		if (!rc && later)
+			rc = ino_release(fs, NULL, nd.ino);
+		return rc;
+	}
+}
+
+int fs_unlink(ferrite_fs *fs, const char *path)
+{
+	return remove_common(fs, path, 0);
+}
+
+int fs_rmdir(ferrite_fs *fs, const char *path)
+{
+	return remove_common(fs, path, 1);
+}
+
+int fs_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
+{
+	struct nameidata on, nn;
+	int rc = path_walk(fs, oldpath, 0, &on);
+	if (rc)
+		return rc;
+	if (S_ISDIR(ino_ptr(fs, on.ino)->i_mode))
+		return -EPERM;
+	rc = path_walk(fs, newpath, LOOKUP_PARENT, &nn);
+	if (rc)
+		return rc;
+	if (nn.len == 0 || is_dot(&nn) || nn.ino)
+		return -EEXIST;
+	if (nn.trailing_slash)
+		return -ENOENT;
+	uint64_t locks[2] = {nn.dir_ino, on.ino};
+	ino_lock_many(fs, locks, 2);
+	rc = nd_dir_still_valid(fs, &nn);
+	struct fr_inode *ip = ino_ptr(fs, on.ino);
+	if (!rc && (!ino_valid(fs, on.ino) || ip->i_nlink == 0))
+		rc = -ENOENT;
+	if (!rc && relookup(fs, NULL, &nn, NULL))
+		rc = -EEXIST;
+	if (!rc && ip->i_nlink >= 65000)
+		rc = -EMLINK;
+	if (!rc)
+		rc = perm_check(cred_get(), NULL, ino_ptr(fs, nn.dir_ino), 3);
+	if (!rc) {
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc) {
+			rc = -ENOMEM;
+		} else {
+			struct tx *tx = lc->tx;
+			struct fr_inode *dir = ino_ptr(fs, nn.dir_ino);
+			rc = dir_insert(fs, tx, dir, nn.name, nn.len, on.ino, dtype_of(ip->i_mode));
+			if (!rc) {
+				tx_set4(tx, &ip->i_nlink, tx_get4(tx, &ip->i_nlink) + 1);
+				touch_ctime(tx, ip);
+				touch_dir(tx, dir);
+			}
+			rc = commit_or_abort(fs, lc, rc);
+			op_end(fs, lc);
+		}
+	}
+	ino_unlock_many(fs, locks, 2);
+	return rc;
+}
+
+int fs_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
+{
+	if (!target)
+		return -EFAULT;
+	size_t tlen = strnlen(target, FS_PATH_MAX);
+	if (tlen == 0)
+		return -ENOENT;
+	if (tlen >= FS_PATH_MAX)
+		return -ENAMETOOLONG;
+	struct nameidata nd;
+	int rc = path_walk(fs, linkpath, LOOKUP_PARENT, &nd);
+	if (rc)
+		return rc;
+	if (nd.len == 0 || is_dot(&nd) || nd.ino)
+		return -EEXIST;
+	if (nd.trailing_slash)
+		return -ENOENT;
+	pthread_rwlock_t *lk = ino_lock(fs, nd.dir_ino);
+	pthread_rwlock_wrlock(lk);
+	rc = nd_dir_still_valid(fs, &nd);
+	if (!rc && relookup(fs, NULL, &nd, NULL))
+		rc = -EEXIST;
+	if (!rc) {
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc) {
+			rc = -ENOMEM;
+		} else {
+			struct tx *tx = lc->tx;
+			uint64_t ino;
+			rc = create_locked(fs, tx, &nd, S_IFLNK | 0777, &ino);
+			struct fr_inode *ip = ino_ptr(fs, ino);
+			if (!rc && tlen <= I_INLINE_MAX) {
+				tx_set(tx, ip->i_inline, target, tlen);
+			} else if (!rc) {
+				/* Long targets live in the link's partition, written
+				 * into pages that are new in this transaction. */
+				rc = dp_prepare(fs, tx, ip, 0, tlen, 0);
+				for (uint64_t off = 0; !rc && off < tlen; off += FR_PAGE_SIZE) {
+					uint64_t phys = dp_phys(fs, tx, ip, off);
+					pm_copy_nt(meta_ptr(&fs->m, phys), target + off,
+						   FR_MIN(FR_PAGE_SIZE, tlen - off));
+					tx_mark_fresh(tx);
+				}
+			}
+			if (!rc)
+				tx_set8(tx, &ip->i_size, tlen);
+			rc = commit_or_abort(fs, lc, rc);
+			op_end(fs, lc);
+		}
+	}
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
+ssize_t fs_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
+{
+	struct nameidata nd;
+	int rc = path_walk(fs, path, 0, &nd);
+	if (rc)
+		return rc;
+	if (!S_ISLNK(ino_ptr(fs, nd.ino)->i_mode))
+		return -EINVAL;
+	char tgt[FS_PATH_MAX + 1];
+	size_t len;
+	rc = fs_readlink_ino(fs, nd.ino, tgt, sizeof(tgt), &len);
+	if (rc)
+		return rc;
+	size_t n = FR_MIN(len, size);
+	memcpy(buf, tgt, n);
+	return (ssize_t)n;
+}
+
+/* Is anc an ancestor of (or equal to) dir? Directory parentage only changes
+ * under rename_lock, which the caller holds. */
+static int is_ancestor(ferrite_fs *fs, uint64_t anc, uint64_t dir)
+{
+	for (int depth = 0; depth < 1 << 20; depth++) {
+		if (dir == anc)
+			return 1;
+		if (dir == fs->root_ino)
+			return 0;
+		dir = ino_ptr(fs, dir)->i_parent;
+	}
+	return 1;
+}
+
+static int rename_checks(ferrite_fs *fs, struct nameidata *on, struct nameidata *nn,
+			 uint64_t src, uint64_t dst, unsigned flags)
+{
+	const struct fs_cred *c = cred_get();
+	struct fr_inode *sp = ino_ptr(fs, src), *dp = dst ? ino_ptr(fs, dst) : NULL;
+	struct fr_inode *odir = ino_ptr(fs, on->dir_ino), *ndir = ino_ptr(fs, nn->dir_ino);
+	int sdir = S_ISDIR(sp->i_mode);
+	if (flags & RENAME_EXCHANGE) {
+		if ((on->trailing_slash && !sdir) ||
+		    (nn->trailing_slash && dp && !S_ISDIR(dp->i_mode)))
+			return -ENOTDIR;
+	} else if ((on->trailing_slash || nn->trailing_slash) && !sdir) {
+		return -ENOTDIR;
+	}
+	if (flags & RENAME_EXCHANGE) {
+		if (!dst)
+			return -ENOENT;
+	} else if (dst && (flags & RENAME_NOREPLACE)) {
+		return -EEXIST;
+	}
+	int rc = may_delete(c, odir, sp);
+	if (!rc)
+		rc = dst ? may_delete(c, ndir, dp) : perm_check(c, NULL, ndir, 3);
+	if (rc)
+		return rc;
+	if (sdir && is_ancestor(fs, src, nn->dir_ino))
+		return -EINVAL;
+	/* Moving a directory rewrites its "..": needs write permission on it. */
+	if (sdir && on->dir_ino != nn->dir_ino && (rc = perm_check(c, NULL, sp, 2)))
+		return rc;
+	if ((flags & RENAME_EXCHANGE) && S_ISDIR(dp->i_mode) && is_ancestor(fs, dst, on->dir_ino))
+		return -EINVAL;
+	if (dst && !(flags & RENAME_EXCHANGE)) {
+		if (sdir && !S_ISDIR(dp->i_mode))
+			return -ENOTDIR;
+		if (!sdir && S_ISDIR(dp->i_mode))
+			return -EISDIR;
+		if (S_ISDIR(dp->i_mode) && dp->i_nentries)
+			return -ENOTEMPTY;
+	}
+	if (src == fs->root_ino || dst == fs->root_ino)
+		return -EBUSY;
+	return 0;
+}
+
+/* Moves a directory's ".." from one parent to another (N1, N2). */
+static void reparent(struct tx *tx, struct fr_inode *child, struct fr_inode *from,
+		     struct fr_inode *to, uint64_t to_ino)
+{
+	if (from == to)
+		return;
+	tx_set8(tx, &child->i_parent, to_ino);
+	tx_set4(tx, &from->i_nlink, tx_get4(tx, &from->i_nlink) - 1);
+	tx_set4(tx, &to->i_nlink, tx_get4(tx, &to->i_nlink) + 1);
+}
+
+static int rename_tx(ferrite_fs *fs, struct tx *tx, struct nameidata *on, struct nameidata *nn,
+		     uint64_t src, uint64_t dst, unsigned flags, int *later)
+{
+	struct fr_inode *sp = ino_ptr(fs, src), *dp = dst ? ino_ptr(fs, dst) : NULL;
+	struct fr_inode *odir = ino_ptr(fs, on->dir_ino), *ndir = ino_ptr(fs, nn->dir_ino);
+	struct fr_dentry *sd = NULL, *dd = NULL;
+	relookup(fs, tx, on, &sd);
+	int sdir = S_ISDIR(sp->i_mode);
+	int rc = 0;
+	*later = 0;
+	if (flags & RENAME_EXCHANGE) {
+		relookup(fs, tx, nn, &dd);
+		dir_retarget(tx, sd, dst, dtype_of(dp->i_mode));
+		dir_retarget(tx, dd, src, dtype_of(sp->i_mode));
+		if (sdir)
+			reparent(tx, sp, odir, ndir, nn->dir_ino);
+		if (S_ISDIR(dp->i_mode))
+			reparent(tx, dp, ndir, odir, on->dir_ino);
+		touch_ctime(tx, dp);
+	} else if (dst) {
+		relookup(fs, tx, nn, &dd);
+		dir_retarget(tx, dd, src, dtype_of(sp->i_mode));
+		dir_remove(fs, tx, odir, sd);
+		if (S_ISDIR(dp->i_mode)) {
+			tx_set4(tx, &ndir->i_nlink, tx_get4(tx, &ndir->i_nlink) - 1);
+			tx_set4(tx, &dp->i_nlink, 0);
+		} else {
+			tx_set4(tx, &dp->i_nlink, tx_get4(tx, &dp->i_nlink) - 1);
+			touch_ctime(tx, dp);
+		}
+		if (sdir)
+			reparent(tx, sp, odir, ndir, nn->dir_ino);
+		if (tx_get4(tx, &dp->i_nlink) == 0)
+			rc = drop_inode(fs, tx, dst, later);
+	} else {
+		/* Remove first: an insert may move the directory's pages. */
+		dir_remove(fs, tx, odir, sd);
+		rc = dir_insert(fs, tx, ndir, nn->name, nn->len, src, dtype_of(sp->i_mode));
+		if (!rc && sdir)
+			reparent(tx, sp, odir, ndir, nn->dir_ino);
+	}
+	touch_ctime(tx, sp);
+	touch_dir(tx, odir);
+	touch_dir(tx, ndir);
+	return rc;
+}
+
+int fs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
+{
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
+	    (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
+		return -EINVAL;
+	struct nameidata on, nn;
+	int rc = path_walk(fs, oldpath, LOOKUP_PARENT, &on);
+	if (rc)
+		return rc;
+	rc = path_walk(fs, newpath, LOOKUP_PARENT, &nn);
+	if (rc)
+		return rc;
+	if (on.len == 0 || nn.len == 0 || is_dot(&on) || is_dot(&nn))
+		return -EBUSY;
+	if (!on.ino)
+		return -ENOENT;
+	int cross = on.dir_ino != nn.dir_ino;
+	if (cross)
+		pthread_mutex_lock(&fs->rename_lock);
+	for (int attempt = 0;; attempt++) {
+		uint64_t locks[4] = {on.dir_ino, nn.dir_ino, on.ino, nn.ino};
+		ino_lock_many(fs, locks, 4);
+		rc = nd_dir_still_valid(fs, &on);
+		if (!rc)
+			rc = nd_dir_still_valid(fs, &nn);
+		uint64_t src = rc ? 0 : relookup(fs, NULL, &on, NULL);
+		uint64_t dst = rc ? 0 : relookup(fs, NULL, &nn, NULL);
+		if (!rc && !src)
+			rc = -ENOENT;
+		if (!rc && (src != on.ino || dst != nn.ino) && attempt < 100) {
+			ino_unlock_many(fs, locks, 4);
+			on.ino = src;
+			nn.ino = dst;
+			if (!src) {
+				rc = -ENOENT;
+				break;
+			}
+			continue;
+		}
+		int later = 0;
+		if (!rc && src == dst) {
+			rc = 0; /* same file: nothing to do (POSIX) */
+		} else if (!rc) {
+			rc = rename_checks(fs, &on, &nn, src, dst, flags);
+			if (!rc) {
+				struct log_ctx *lc = op_begin(fs);
+				if (!lc) {
+					rc = -ENOMEM;
+				} else {
+					rc = rename_tx(fs, lc->tx, &on, &nn, src, dst, flags, &later);
+					rc = commit_or_abort(fs, lc, rc);
+					op_end(fs, lc);
+				}
+			}
+		}
+		ino_unlock_many(fs, locks, 4);
+		if (!rc && later)
+			rc = ino_release(fs, NULL, dst);
+		break;
+	}
+	if (cross)
+		pthread_mutex_unlock(&fs->rename_lock);
+	return rc;
+}

@@ -1,0 +1,210 @@
+/*
+ * path.c -- path resolution inside the pool: components, ".", "..",
+ * symlinks (at most FS_MAX_SYMLINKS), search permission, ENAMETOOLONG and
+ * ENOTDIR rules. "/" is the pool's root; ".." of the root is the root.
+ *
+ * Each directory is read under its read lock only while it is searched, so
+ * the result is a snapshot: callers lock what they change and re-check it
+ * (nd_dir_still_valid, and a fresh lookup under the lock).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "fs/fs.h"
+
+static int read_link_target(ferrite_fs *fs, uint64_t ino, char *buf, size_t cap, size_t *len)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	pthread_rwlock_rdlock(lk);
+	uint64_t n = ip->i_size;
+	int rc = 0;
+	if (n >= cap) {
+		rc = -ENAMETOOLONG;
+	} else if (n <= I_INLINE_MAX) {
+		memcpy(buf, ip->i_inline, n);
+	} else {
+		for (uint64_t off = 0; off < n; off += FR_PAGE_SIZE) {
+			uint64_t phys = dp_phys(fs, NULL, ip, off);
+			if (!phys) {
+				rc = -EUCLEAN;
+				break;
+			}
+			memcpy(buf + off, meta_ptr(&fs->m, phys), FR_MIN(FR_PAGE_SIZE, n - off));
+		}
+	}
+	pthread_rwlock_unlock(lk);
+	*len = n;
+	if (!rc)
+		buf[n] = 0;
+	return rc;
+}
+
+int fs_readlink_ino(ferrite_fs *fs, uint64_t ino, char *buf, size_t cap, size_t *len)
+{
+	return read_link_target(fs, ino, buf, cap, len);
+}
+
+/* Looks name up in dir under dir's read lock. */
+static int lookup_locked(ferrite_fs *fs, uint64_t dir, const char *name, size_t len,
+			 uint64_t *out)
+{
+	struct fr_inode *dp = ino_ptr(fs, dir);
+	if (len == 1 && name[0] == '.') {
+		*out = dir;
+		return 0;
+	}
+	pthread_rwlock_t *lk = ino_lock(fs, dir);
+	pthread_rwlock_rdlock(lk);
+	int rc;
+	if (len == 2 && name[0] == '.' && name[1] == '.') {
+		*out = dir == fs->root_ino ? dir : dp->i_parent;
+		rc = 0;
+	} else if (dp->i_nlink == 0) {
+		rc = -ENOENT; /* directory removed while we walked */
+	} else {
+		struct fr_dentry *d;
+		rc = dir_lookup(fs, NULL, dp, name, len, &d);
+		if (!rc)
+			*out = d->d_ino;
+	}
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
+int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
+{
+	if (!path)
+		return -EFAULT;
+	size_t plen = strnlen(path, FS_PATH_MAX + 1);
+	if (plen == 0)
+		return fr_err(-ENOENT, "empty path");
+	if (plen >= FS_PATH_MAX)
+		return fr_err(-ENAMETOOLONG, "path longer than %d bytes", FS_PATH_MAX - 1);
+	const struct fs_cred *cred = cred_get();
+	/* Work buffer: symlink targets are spliced in front of the rest. */
+	char *buf = malloc(2 * FS_PATH_MAX + 2), *tgt = malloc(FS_PATH_MAX + 1);
+	if (!buf || !tgt) {
+		free(buf);
+		free(tgt);
+		return -ENOMEM;
+	}
+	memcpy(buf, path, plen + 1);
+	char *p = buf;
+	uint64_t cur = fs->root_ino;
+	int links = 0, rc = 0;
+	memset(nd, 0, sizeof(*nd));
+	for (;;) {
+		while (*p == '/')
+			p++;
+		if (!*p) {
+			/* The path names a directory itself ("/", "a/" after a link...). */
+			nd->dir_ino = cur;
+			nd->dir_gen = ino_ptr(fs, cur)->i_generation;
+			nd->len = 0;
+			nd->ino = cur;
+			nd->trailing_slash = 1;
+			break;
+		}
+		char *comp = p;
+		while (*p && *p != '/')
+			p++;
+		size_t len = (size_t)(p - comp);
+		if (len > FS_NAME_MAX) {
+			rc = fr_err(-ENAMETOOLONG, "path component longer than %d bytes",
+				    FS_NAME_MAX);
+			break;
+		}
+		char *rest = p;
+		while (*rest == '/')
+			rest++;
+		int last = *rest == 0;
+		int slash = last && rest != p;
+		struct fr_inode *dp = ino_ptr(fs, cur);
+		if (!S_ISDIR(dp->i_mode)) {
+			rc = -ENOTDIR;
+			break;
+		}
+		rc = perm_check(cred, NULL, dp, 1);
+		if (rc)
+			break;
+		uint64_t child = 0;
+		rc = lookup_locked(fs, cur, comp, len, &child);
+		if (rc && rc != -ENOENT)
+			break;
+		if (last && (flags & LOOKUP_PARENT)) {
+			struct fr_inode *cp = child ? ino_ptr(fs, child) : NULL;
+			int follow = (flags & LOOKUP_FOLLOW) && cp && S_ISLNK(cp->i_mode);
+			if (!follow) {
+				nd->dir_ino = cur;
+				nd->dir_gen = dp->i_generation;
+				memcpy(nd->name, comp, len);
+				nd->name[len] = 0;
+				nd->len = len;
+				nd->trailing_slash = slash;
+				nd->ino = rc == -ENOENT ? 0 : child;
+				rc = 0;
+				break;
+			}
+		}
+		if (rc == -ENOENT)
+			break;
+		struct fr_inode *cp = ino_ptr(fs, child);
+		if (S_ISLNK(cp->i_mode) && (!last || (flags & LOOKUP_FOLLOW) || slash)) {
+			if (++links > FS_MAX_SYMLINKS) {
+				rc = fr_err(-ELOOP, "too many levels of symbolic links");
+				break;
+			}
+			size_t tlen;
+			rc = read_link_target(fs, child, tgt, FS_PATH_MAX, &tlen);
+			if (rc)
+				break;
+			size_t rlen = strlen(rest);
+			if (tlen + 1 + rlen + (slash ? 1 : 0) >= FS_PATH_MAX) {
+				rc = -ENAMETOOLONG;
+				break;
+			}
+			/* New path: target, then what was left. */
+			memmove(buf + tlen + 1, rest, rlen + 1);
+			memcpy(buf, tgt, tlen);
+			buf[tlen] = '/';
+			if (last && !slash)
+				buf[tlen] = 0;
+			p = buf;
+			if (tgt[0] == '/')
+				cur = fs->root_ino;
+			continue;
+		}
+		if (last) {
+			if (slash && !S_ISDIR(cp->i_mode)) {
+				rc = -ENOTDIR;
+				break;
+			}
+			nd->dir_ino = cur;
+			nd->dir_gen = dp->i_generation;
+			memcpy(nd->name, comp, len);
+			nd->name[len] = 0;
+			nd->len = len;
+			nd->trailing_slash = slash;
+			nd->ino = child;
+			break;
+		}
+		cur = child;
+		p = rest;
+	}
+	free(buf);
+	free(tgt);
+	return rc;
+}
+
+int nd_dir_still_valid(ferrite_fs *fs, struct nameidata *nd)
+{
+	if (!ino_valid(fs, nd->dir_ino))
+		return -ENOENT;
+	struct fr_inode *dp = ino_ptr(fs, nd->dir_ino);
+	if (dp->i_generation != nd->dir_gen || !S_ISDIR(dp->i_mode) || dp->i_nlink == 0)
+		return -ENOENT;
+	return 0;
+}

@@ -1,0 +1,94 @@
+/*
+ * meta.h -- the meta layer: superblock (format, validation), the redo log
+ * with fingerprinted entries (HasFS) in per-operation slots, and uniform
+ * metadata pools (SPFS).
+ */
+#ifndef FERRITE_META_H
+#define FERRITE_META_H
+
+#include <pthread.h>
+#include <stdint.h>
+
+#include "meta/meta_format.h"
+#include "space/space.h"
+
+struct log_ctx {
+	struct log_slot *slot;
+	struct tx *tx;        /* staging buffer bound to this slot */
+	char *ebuf;           /* entry image built before it is copied to the slot */
+	uint32_t *order;      /* scratch: staged words sorted by offset */
+	uint32_t index;
+	uint32_t next_free;   /* free-list link (volatile) */
+};
+
+struct meta {
+	struct pool pool;
+	struct space sp;
+	struct fr_super *sb;
+	struct fr_state *st;
+	uint32_t nlogs;
+	struct log_ctx *logs;
+	pthread_mutex_t log_lock;
+	pthread_cond_t log_cond;
+	int64_t log_free_head; /* index of a free slot or -1 */
+	uint64_t recovered_entries;
+};
+
+/* ---- superblock / pool lifecycle (super.c) ------------------------------ */
+
+struct meta_mkfs_params {
+	uint64_t size;
+	int mode;
+	void (*progress)(void *, uint64_t, uint64_t);
+	void *progress_arg;
+	int force;
+};
+/* Formats the pool: superblock, state, logs, space. Calls back to let the
+ * fs layer create the root directory before the superblock is published. */
+int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
+	      int (*make_root)(struct meta *m, struct tx *tx, void *arg), void *arg);
+/* Opens, validates, maps, attaches and recovers (replays the logs). */
+int meta_open(struct meta *m, const char *path);
+void meta_close(struct meta *m);
+/* Superblock validation with a one-line reason (mount and fsck). */
+int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char **why);
+
+/* ---- redo log (log.c) ----------------------------------------------------- */
+
+int log_init(struct meta *m);
+void log_fini(struct meta *m);
+/* Acquires a free log slot with its transaction (blocks if all are busy). */
+struct log_ctx *log_acquire(struct meta *m);
+void log_release(struct meta *m, struct log_ctx *lc);
+/* COMMIT: writes the staged transaction as one fingerprinted entry (one
+ * fence), applies it in place, retires it, then finishes the transaction.
+ * On failure (-E2BIG) the transaction is abandoned and nothing changed. */
+int log_commit(struct meta *m, struct log_ctx *lc);
+/* Mount-time recovery: replays every complete, unretired entry. Returns the
+ * number replayed or -EUCLEAN. */
+int log_recover(struct meta *m);
+/* fsck: reports slots with a damaged header or a live entry. */
+int log_check(struct meta *m, fr_report_fn report, void *arg);
+/* mkfs: initialises every slot header. */
+void log_format(char *base, uint64_t off, uint32_t count, uint32_t size);
+
+/* ---- metadata pools (mpool.c) ------------------------------------------- */
+
+extern const uint32_t mp_entry_size[MP_COUNT];
+void mp_format(struct fr_state *st);
+int mp_alloc(struct meta *m, struct tx *tx, enum mp_id id, uint64_t *off);
+void mp_free(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off);
+/* Pool offset -> entry pointer, validating that off is a live entry of pool
+ * id (fsck, and lookups of inode numbers that come from outside). */
+int mp_entry_valid(struct meta *m, enum mp_id id, uint64_t off);
+/* fsck: walks every block, calls visit(arg, id, off, live) for each entry
+ * handed out so far, and checks counts and free lists. */
+int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg,
+	    void (*block_cb)(void *, uint64_t), fr_report_fn report, void *rarg);
+
+static inline void *meta_ptr(struct meta *m, uint64_t off)
+{
+	return m->sp.base + off;
+}
+
+#endif

@@ -1,0 +1,221 @@
+/*
+ * mpool.c -- uniform metadata pools (SPFS 4.2): inodes, names by length
+ * class, and dentry arrays of small directories. Each pool is a list of
+ * 2 MiB blocks from the buddy allocator; entries are handed out from a free
+ * list (O(1)) or, when it is empty, from the never-used tail of the active
+ * block, so entries created together sit together in one block.
+ * Format: meta_format.h.
+ *
+ * Invariants: M1 an entry handed out at least once (index < mpb_bump) is
+ *               either LIVE or FREE (oob_status), and FREE entries form the
+ *               pool's free list exactly;
+ *             M2 mph_live counts LIVE entries, mph_total entries in blocks.
+ * Crash argument: all words (heads, links, status, counters, block header of
+ *   an existing block) change through the caller's transaction; a new block's
+ *   header is written before the transaction that links it commits
+ *   (tx_mark_fresh).
+ * Locking: sp->alloc_lock (tx_lock_alloc).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "meta/meta.h"
+#include "persist/pm.h"
+
+const uint32_t mp_entry_size[MP_COUNT] = {
+	[MP_INODE] = 256,   [MP_NAME64] = 64,    [MP_NAME128] = 128,  [MP_NAME192] = 192,
+	[MP_NAME272] = 272, [MP_DENT16] = 1088, [MP_DENT32] = 2112, [MP_DENT64] = 4160,
+};
+
+static uint32_t entries_per_block(uint32_t esize)
+{
+	return (uint32_t)((FR_UNIT_SIZE - MPB_HDR) / esize);
+}
+
+void mp_format(struct fr_state *st)
+{
+	for (int i = 0; i < MP_COUNT; i++) {
+		struct mp_head h = {.mph_entry_size = mp_entry_size[i], .mph_id = (uint32_t)i};
+		pm_copy_flush(&st->st_pools[i], &h, sizeof(h));
+	}
+}
+
+static int new_block(struct meta *m, struct tx *tx, struct mp_head *h, enum mp_id id)
+{
+	int64_t u = bud_alloc(tx, BUD_TOP_ORDER);
+	if (u < 0)
+		return fr_err(-ENOSPC, "no space for more metadata");
+	uint64_t off = (uint64_t)u << FR_PAGE_SHIFT;
+	struct mp_block img = {
+		.mpb_magic = MPB_MAGIC,
+		.mpb_id = id,
+		.mpb_entry_size = mp_entry_size[id],
+		.mpb_nentries = entries_per_block(mp_entry_size[id]),
+		.mpb_bump = 0,
+		.mpb_next = tx_get8(tx, &h->mph_block_head),
+	};
+	pm_copy_flush(meta_ptr(m, off), &img, sizeof(img));
+	tx_mark_fresh(tx);
+	tx_set8(tx, &h->mph_block_head, off);
+	tx_set8(tx, &h->mph_active, off);
+	tx_set8(tx, &h->mph_total, tx_get8(tx, &h->mph_total) + img.mpb_nentries);
+	return 0;
+}
+
+int mp_alloc(struct meta *m, struct tx *tx, enum mp_id id, uint64_t *out)
+{
+	struct mp_head *h = &m->st->st_pools[id];
+	tx_lock_alloc(tx);
+	uint64_t off = tx_get8(tx, &h->mph_free_head);
+	if (off) {
+		struct mp_oob *o = meta_ptr(m, off);
+		if (tx_get4(tx, &o->oob_status) != MP_FREE)
+			return fr_err(-EUCLEAN, "metadata pool %d: free list damaged", id);
+		tx_set8(tx, &h->mph_free_head, tx_get8(tx, &o->oob_next));
+	} else {
+		uint64_t b = tx_get8(tx, &h->mph_active);
+		struct mp_block *blk = b ? meta_ptr(m, b) : NULL;
+		if (!blk || tx_get4(tx, &blk->mpb_bump) >= blk->mpb_nentries) {
+			int rc = new_block(m, tx, h, id);
+			if (rc)
+				return rc;
+			b = tx_get8(tx, &h->mph_active);
+			blk = meta_ptr(m, b);
+		}
+		uint32_t i = tx_get4(tx, &blk->mpb_bump);
+		tx_set4(tx, &blk->mpb_bump, i + 1);
+		off = b + MPB_HDR + (uint64_t)i * mp_entry_size[id];
+	}
+	struct mp_oob *o = meta_ptr(m, off);
+	struct mp_oob live = {.oob_status = MP_LIVE, .oob_pool = id, .oob_next = 0};
+	tx_set(tx, o, &live, sizeof(live));
+	tx_set8(tx, &h->mph_live, tx_get8(tx, &h->mph_live) + 1);
+	*out = off;
+	return 0;
+}
+
+static void mp_free_now(struct space *sp, uint64_t mp, uint64_t txp, uint64_t packed)
+{
+	struct meta *m = (struct meta *)(uintptr_t)mp;
+	struct tx *tx = (struct tx *)(uintptr_t)txp;
+	enum mp_id id = (enum mp_id)(packed >> 58);
+	uint64_t off = packed & ((1ULL << 58) - 1);
+	struct mp_head *h = &m->st->st_pools[id];
+	struct mp_oob *o = meta_ptr(m, off);
+	struct mp_oob dead = {
+		.oob_status = MP_FREE, .oob_pool = id, .oob_next = tx_get8(tx, &h->mph_free_head)};
+	tx_set(tx, o, &dead, sizeof(dead));
+	tx_set8(tx, &h->mph_free_head, off);
+	tx_set8(tx, &h->mph_live, tx_get8(tx, &h->mph_live) - 1);
+}
+
+void mp_free(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off)
+{
+	tx_lock_alloc(tx);
+	tx_free_later(tx, mp_free_now, (uint64_t)(uintptr_t)m, (uint64_t)(uintptr_t)tx,
+		      off | ((uint64_t)id << 58));
+}
+
+int mp_entry_valid(struct meta *m, enum mp_id id, uint64_t off)
+{
+	struct space *sp = &m->sp;
+	uint64_t unit = off & ~(FR_UNIT_SIZE - 1);
+	if (off < (sp->data_page << FR_PAGE_SHIFT) || off >= (sp->data_end_page << FR_PAGE_SHIFT))
+		return 0;
+	const struct mp_block *b = meta_ptr(m, unit);
+	if (b->mpb_magic != MPB_MAGIC || b->mpb_id != (uint32_t)id ||
+	    b->mpb_entry_size != mp_entry_size[id])
+		return 0;
+	uint64_t rel = off - unit;
+	if (rel < MPB_HDR || (rel - MPB_HDR) % mp_entry_size[id] ||
+	    (rel - MPB_HDR) / mp_entry_size[id] >= b->mpb_bump)
+		return 0;
+	const struct mp_oob *o = meta_ptr(m, off);
+	return o->oob_status == MP_LIVE && o->oob_pool == (uint32_t)id;
+}
+
+int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg,
+	    void (*block_cb)(void *, uint64_t), fr_report_fn report, void *rarg)
+{
+	int bad = 0;
+	uint64_t data_lo = m->sp.data_page << FR_PAGE_SHIFT, data_hi = m->sp.data_end_page
+								      << FR_PAGE_SHIFT;
+	for (int id = 0; id < MP_COUNT; id++) {
+		struct mp_head *h = &m->st->st_pools[id];
+		uint64_t total = 0, live = 0, nfree = 0, nblocks = 0;
+		int active_seen = h->mph_active == 0;
+		for (uint64_t b = h->mph_block_head; b; nblocks++) {
+			if (b < data_lo || b >= data_hi || b & (FR_UNIT_SIZE - 1) ||
+			    nblocks > (data_hi >> FR_UNIT_SHIFT)) {
+				fr_report(report, rarg, "metadata pool %d: block list damaged", id);
+				bad++;
+				break;
+			}
+			const struct mp_block *blk = meta_ptr(m, b);
+			if (blk->mpb_magic != MPB_MAGIC || blk->mpb_id != (uint32_t)id ||
+			    blk->mpb_entry_size != mp_entry_size[id] ||
+			    blk->mpb_nentries != entries_per_block(mp_entry_size[id]) ||
+			    blk->mpb_bump > blk->mpb_nentries) {
+				fr_report(report, rarg, "metadata pool %d: block at %#llx damaged",
+					  id, (unsigned long long)b);
+				bad++;
+				break;
+			}
+			if (block_cb)
+				block_cb(arg, b);
+			if (b == h->mph_active)
+				active_seen = 1;
+			total += blk->mpb_nentries;
+			for (uint32_t i = 0; i < blk->mpb_bump; i++) {
+				uint64_t off = b + MPB_HDR + (uint64_t)i * mp_entry_size[id];
+				const struct mp_oob *o = meta_ptr(m, off);
+				if (o->oob_status == MP_LIVE && o->oob_pool == (uint32_t)id) {
+					live++;
+					if (visit)
+						visit(arg, id, off, 1);
+				} else if (o->oob_status == MP_FREE) {
+					nfree++;
+					if (visit)
+						visit(arg, id, off, 0);
+				} else {
+					fr_report(report, rarg,
+						  "metadata pool %d: entry at %#llx has a bad status",
+						  id, (unsigned long long)off);
+					bad++;
+				}
+			}
+			b = blk->mpb_next;
+		}
+		if (!active_seen) {
+			fr_report(report, rarg, "metadata pool %d: active block not in its list", id);
+			bad++;
+		}
+		if (total != h->mph_total || live != h->mph_live) {
+			fr_report(report, rarg,
+				  "metadata pool %d: counts (total %llu, live %llu) do not match "
+				  "its blocks (%llu, %llu)",
+				  id, (unsigned long long)h->mph_total, (unsigned long long)h->mph_live,
+				  (unsigned long long)total, (unsigned long long)live);
+			bad++;
+		}
+		/* The free list must hold exactly the FREE entries. */
+		uint64_t n = 0;
+		for (uint64_t f = h->mph_free_head; f; n++) {
+			const struct mp_oob *o = meta_ptr(m, f);
+			if (n > nfree || f < data_lo || f >= data_hi || o->oob_status != MP_FREE) {
+				fr_report(report, rarg, "metadata pool %d: free list damaged", id);
+				bad++;
+				n = nfree;
+				break;
+			}
+			f = o->oob_next;
+		}
+		if (n != nfree) {
+			fr_report(report, rarg,
+				  "metadata pool %d: %llu free entries but %llu on the free list", id,
+				  (unsigned long long)nfree, (unsigned long long)n);
+			bad++;
+		}
+	}
+	return bad;
+}

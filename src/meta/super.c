@@ -1,0 +1,299 @@
+/*
+ * super.c -- pool lifecycle: mkfs layout, superblock validation, mount
+ * (attach + log recovery) and unmount. Format: meta_format.h, docs/format.md.
+ *
+ * Pool layout: unit 0 holds the superblock (page 0), the space header
+ * (page 1), the global state (page 2) and a backup superblock (last page);
+ * the log slots follow from 2 MiB; then the buddy bitmaps; then data units.
+ *
+ * Invariants: U1 the superblock is valid (magic, version, checksum) only
+ *               after everything it describes has been written and fenced;
+ *             U2 the backup superblock is identical to the primary.
+ * Crash argument: mkfs zeroes the superblock first and writes it last, so an
+ *   interrupted mkfs leaves a file that is refused as "not a ferrite pool".
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "meta/meta.h"
+#include "persist/pm.h"
+
+#define MIN_POOL (16 * FR_MIB)
+#define DEFAULT_POOL (1 * FR_GIB)
+#define LOG_SLOT_SIZE (64 * 1024)
+
+static uint32_t super_csum(const struct fr_super *sb)
+{
+	return fr_crc32c(0, sb, offsetof(struct fr_super, sb_checksum));
+}
+
+int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char **why)
+{
+	static __thread char msg[200];
+	*why = msg;
+	if (sb->sb_magic != SB_MAGIC) {
+		snprintf(msg, sizeof(msg), "not a ferrite pool (no ferrite signature)");
+		return -EINVAL;
+	}
+	if (sb->sb_version > FR_FORMAT_VERSION ||
+	    (sb->sb_incompat & ~SB_INCOMPAT_SUPPORTED)) {
+		snprintf(msg, sizeof(msg),
+			 "pool format version %u is newer than this ferrite supports (%u)",
+			 sb->sb_version, FR_FORMAT_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if (sb->sb_size != offsetof(struct fr_super, sb_checksum) ||
+	    sb->sb_checksum != super_csum(sb)) {
+		snprintf(msg, sizeof(msg), "superblock checksum mismatch (superblock damaged)");
+		return -EUCLEAN;
+	}
+	if (sb->sb_version == 0 || sb->sb_page_size != FR_PAGE_SIZE ||
+	    sb->sb_unit_size != FR_UNIT_SIZE || sb->sb_pool_size % FR_UNIT_SIZE ||
+	    sb->sb_pool_size < MIN_POOL || sb->sb_space_off != SB_SPACE_OFF ||
+	    sb->sb_state_off != SB_STATE_OFF || sb->sb_backup_off != SB_BACKUP_OFF ||
+	    sb->sb_log_off != FR_UNIT_SIZE || sb->sb_log_count == 0 || sb->sb_log_count > 1024 ||
+	    sb->sb_log_size < 16 * 1024 || sb->sb_log_size > 16 * FR_MIB ||
+	    sb->sb_log_size % 4096 ||
+	    sb->sb_meta_end != sb->sb_log_off + (uint64_t)sb->sb_log_count * sb->sb_log_size ||
+	    sb->sb_meta_end >= sb->sb_pool_size || sb->sb_mode > 1) {
+		snprintf(msg, sizeof(msg), "superblock geometry is inconsistent (damaged)");
+		return -EUCLEAN;
+	}
+	if (sb->sb_pool_size > file_size) {
+		snprintf(msg, sizeof(msg),
+			 "pool is truncated: the superblock describes %llu bytes, the file has %llu",
+			 (unsigned long long)sb->sb_pool_size, (unsigned long long)file_size);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+static int read_super(struct pool *p, uint64_t off, struct fr_super *sb)
+{
+	memset(sb, 0, sizeof(*sb));
+	ssize_t n = pread(p->fd, sb, sizeof(*sb), (off_t)off);
+	return n == (ssize_t)sizeof(*sb) ? 0 : -EIO;
+}
+
+/* sb: the superblock to use (the pool's own, or the one mkfs is writing). */
+static int attach(struct meta *m, struct fr_super *sb)
+{
+	struct pool *p = &m->pool;
+	int rc = sp_header_check(p, SB_SPACE_OFF);
+	if (rc)
+		return rc;
+	rc = sp_attach(&m->sp, p, SB_SPACE_OFF);
+	if (rc)
+		return rc;
+	m->sb = sb;
+	m->st = (struct fr_state *)(p->base + SB_STATE_OFF);
+	if (m->st->st_magic != ST_MAGIC)
+		return fr_err(-EUCLEAN, "global state page damaged (run `ferrite fsck`)");
+	for (int i = 0; i < MP_COUNT; i++)
+		if (m->st->st_pools[i].mph_entry_size != mp_entry_size[i] ||
+		    m->st->st_pools[i].mph_id != (uint32_t)i)
+			return fr_err(-EUCLEAN, "metadata pool %d header damaged", i);
+	return log_init(m);
+}
+
+static int existing_content(struct pool *p, int *is_pool)
+{
+	struct fr_super sb;
+	*is_pool = 0;
+	if (p->file_size == 0)
+		return 0;
+	if (read_super(p, 0, &sb) == 0 && sb.sb_magic == SB_MAGIC)
+		*is_pool = 1;
+	return 1;
+}
+
+int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
+	      int (*make_root)(struct meta *m, struct tx *tx, void *arg), void *arg)
+{
+	struct meta *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	struct pool *p = &m->pool;
+	int rc = pool_open(p, path, 1);
+	if (rc) {
+		free(m);
+		return rc;
+	}
+	uint64_t size = prm->size;
+	int is_pool;
+	if (existing_content(p, &is_pool) && !prm->force && p->kind != POOL_DEVDAX) {
+		rc = fr_err(-EEXIST,
+			    is_pool ? "%s: already a ferrite pool (use --force to format it again)"
+				    : "%s: file exists and is not empty (use --force to overwrite)",
+			    path);
+		goto out;
+	}
+	if (p->kind == POOL_DEVDAX) {
+		if (size == 0 || size > p->file_size)
+			size = p->file_size;
+	} else if (size == 0) {
+		size = DEFAULT_POOL;
+	}
+	size = FR_ALIGN_DOWN(size, FR_UNIT_SIZE);
+	if (size < MIN_POOL) {
+		rc = fr_err(-EINVAL, "%s: pool size must be at least %llu MiB", path,
+			    (unsigned long long)(MIN_POOL >> 20));
+		goto out;
+	}
+	if (size > (16ULL << 40)) {
+		rc = fr_err(-EINVAL, "%s: pool size must be at most 16 TiB", path);
+		goto out;
+	}
+	rc = pool_populate(p, size, prm->progress, prm->progress_arg);
+	if (rc)
+		goto out;
+	rc = pool_map(p, size);
+	if (rc)
+		goto out;
+
+	char *base = p->base;
+	/* U1: no valid superblock until the end. */
+	pm_zero_nt(base, FR_UNIT_SIZE);
+	pm_fence();
+	uint32_t nlogs = size >= 256 * FR_MIB ? 64 : 16;
+	uint64_t meta_end = FR_UNIT_SIZE + (uint64_t)nlogs * LOG_SLOT_SIZE;
+	log_format(base, FR_UNIT_SIZE, nlogs, LOG_SLOT_SIZE);
+	struct fr_state *st = (struct fr_state *)(base + SB_STATE_OFF);
+	pm_store8(&st->st_magic, ST_MAGIC);
+	pm_store8(&st->st_next_gen, 1);
+	pm_flush(st, 64);
+	mp_format(st);
+	uint64_t data_start;
+	rc = sp_format(p, SB_SPACE_OFF, meta_end, &data_start);
+	if (rc)
+		goto out;
+
+	struct fr_super sb;
+	memset(&sb, 0, sizeof(sb));
+	sb.sb_magic = SB_MAGIC;
+	sb.sb_version = FR_FORMAT_VERSION;
+	sb.sb_size = offsetof(struct fr_super, sb_checksum);
+	if (getrandom(sb.sb_uuid, sizeof(sb.sb_uuid), 0) != sizeof(sb.sb_uuid)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
+		memcpy(sb.sb_uuid, &x, 8);
+		memcpy(sb.sb_uuid + 8, &p, sizeof(void *));
+	}
+	sb.sb_uuid[6] = (uint8_t)((sb.sb_uuid[6] & 0x0f) | 0x40); /* RFC 4122 v4 */
+	sb.sb_uuid[8] = (uint8_t)((sb.sb_uuid[8] & 0x3f) | 0x80);
+	memcpy(&sb.sb_hash_seed, sb.sb_uuid + 4, 8);
+	sb.sb_pool_size = size;
+	sb.sb_page_size = FR_PAGE_SIZE;
+	sb.sb_unit_size = FR_UNIT_SIZE;
+	sb.sb_mode = (uint32_t)prm->mode;
+	sb.sb_mkfs_time = (int64_t)time(NULL);
+	sb.sb_space_off = SB_SPACE_OFF;
+	sb.sb_state_off = SB_STATE_OFF;
+	sb.sb_log_off = FR_UNIT_SIZE;
+	sb.sb_log_count = nlogs;
+	sb.sb_log_size = LOG_SLOT_SIZE;
+	sb.sb_backup_off = SB_BACKUP_OFF;
+	sb.sb_meta_end = meta_end;
+	sb.sb_checksum = super_csum(&sb);
+
+	/* Build the root directory through the normal structures, applied
+	 * without the log: the pool is not valid yet. */
+	rc = attach(m, &sb);
+	if (rc)
+		goto out_detach;
+	struct log_ctx *lc = log_acquire(m);
+	if (!lc) {
+		rc = -ENOMEM;
+		goto out_detach;
+	}
+	rc = make_root(m, lc->tx, arg);
+	if (rc)
+		tx_abort(lc->tx);
+	else
+		tx_apply_unlogged(lc->tx);
+	log_release(m, lc);
+	if (rc)
+		goto out_detach;
+
+	pm_copy_flush(base + SB_BACKUP_OFF, &sb, sizeof(sb));
+	pm_fence();
+	pm_copy_flush(base + SB_OFF, &sb, sizeof(sb)); /* COMMIT POINT of mkfs */
+	pm_fence();
+out_detach:
+	log_fini(m);
+	sp_detach(&m->sp);
+out:
+	pool_close(p);
+	free(m);
+	return rc;
+}
+
+int meta_open(struct meta *m, const char *path)
+{
+	memset(m, 0, sizeof(*m));
+	struct pool *p = &m->pool;
+	int rc = pool_open(p, path, 0);
+	if (rc)
+		return rc;
+	struct fr_super sb;
+	const char *why;
+	if (p->file_size == 0) {
+		rc = fr_err(-EINVAL, "%s: empty file, not a ferrite pool (create one with "
+				     "`ferrite mkfs`)",
+			    path);
+		goto fail;
+	}
+	if (read_super(p, SB_OFF, &sb)) {
+		rc = fr_err(-EINVAL, "%s: too short to be a ferrite pool (%llu bytes)", path,
+			    (unsigned long long)p->file_size);
+		goto fail;
+	}
+	rc = meta_super_check(&sb, p->file_size, &why);
+	if (rc) {
+		struct fr_super bk;
+		const char *why2;
+		int backup_ok = rc == -EUCLEAN && read_super(p, SB_BACKUP_OFF, &bk) == 0 &&
+				meta_super_check(&bk, p->file_size, &why2) == 0;
+		rc = fr_err(rc, "%s: %s%s", path, why,
+			    backup_ok ? "; the backup superblock is intact: run `ferrite fsck "
+					"--repair`"
+				      : "");
+		goto fail;
+	}
+	rc = pool_map(p, sb.sb_pool_size);
+	if (rc)
+		goto fail;
+	rc = attach(m, (struct fr_super *)(p->base + SB_OFF));
+	if (rc) {
+		fr_err(rc, "%s: %s", path, fr_err_get());
+		goto fail;
+	}
+	rc = log_recover(m);
+	if (rc < 0) {
+		fr_err(rc, "%s: %s", path, fr_err_get());
+		goto fail;
+	}
+	rc = vs_init(&m->sp);
+	if (rc)
+		goto fail;
+	return 0;
+fail:
+	meta_close(m);
+	return rc;
+}
+
+void meta_close(struct meta *m)
+{
+	log_fini(m);
+	if (m->sp.base)
+		sp_detach(&m->sp);
+	memset(&m->sp, 0, sizeof(m->sp));
+	pool_close(&m->pool);
+}

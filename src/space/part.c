@@ -1,0 +1,464 @@
+/*
+ * part.c -- the ctFS partition tree (ctFS 3.2) over the vspace, and the
+ * backing of partitions with pool memory.
+ *
+ * Levels: L0 = 4 KiB ... each level 8x the one below; the root is level
+ * sph_top_level at vspace offset 0. A partition is E (empty), A (allocated to
+ * one file or directory) or P (divided into 8 children, or for L3 into 512,
+ * 64 or 8 children of level 0, 1 or 2). The header of a P partition lives in
+ * the first page of its first L3 window -- the page table page of that window
+ * (space_format.h), so all headers of partitions starting at one address
+ * share one page, and child 0 of a P partition is always P.
+ *
+ * Availability: ctFS keeps the highest available level in each header; since
+ * an L3 is divided homogeneously, Ferrite keeps a mask of allocatable levels
+ * instead (bit n: a level-n partition can be allocated below). Allocation
+ * walks down following the mask: O(levels).
+ *
+ * Invariants: H1 a P partition's header page is pte[0] of its first window
+ *               and is referenced by that window's PPT_TABLE entry;
+ *             H2 the root is P; child 0 of every P partition is P;
+ *             H3 every mask equals the OR of its children's masks (E at level
+ *               m contributes levels 0..m, an L3 with no allocated child
+ *               contributes levels 0..2);
+ *             H4 E partitions and free L3 children have no backing;
+ *             H5 a small (L0..L2) partition's pages live in its window's page
+ *               table, preferably at the same offset of the window's home unit.
+ * Crash argument: headers, PPT entries and allocator words change only in the
+ *   caller's transaction; a new header page is built and fenced before the
+ *   PPT entry that makes it reachable commits.
+ * Locking: sp->alloc_lock for the tree and the buddy allocator.
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "persist/pm.h"
+#include "space/space.h"
+
+#define MASK_BELOW(l) ((uint16_t)((1u << (l)) - 1)) /* levels 0..l-1 */
+#define L3_EMPTY_MASK ((uint16_t)0x7)
+
+int sp_level_for(uint64_t size)
+{
+	int l = 0;
+	while (sp_level_size(l) < size)
+		l++;
+	return l;
+}
+
+int sp_top_level_for(uint64_t pool_size)
+{
+	/* Largest file = one child of the root: at least 64 GiB, 8x the pool. */
+	int t = 9;
+	while (t < SP_MAX_LEVEL - 1 && sp_level_size(t - 1) < 8 * pool_size)
+		t++;
+	return t > 11 ? 11 : t;
+}
+
+static inline uint64_t l3_capacity(int child_level)
+{
+	return 512ULL >> (3 * child_level);
+}
+
+/* Header page of the window at v (which starts a P partition). */
+static struct sp_ptable *hdr_page(struct tx *tx, uint64_t v)
+{
+	uint64_t went = ppt_window_tx(tx, v);
+	if ((went & PPT_TYPE_MASK) != PPT_TABLE)
+		return NULL;
+	return ppt_table(tx->sp, went);
+}
+
+static unsigned child_state(struct tx *tx, struct sp_ptable *h, int level, int i)
+{
+	return (tx_get2(tx, &h->ph[level].ph_states) >> (2 * i)) & 3;
+}
+
+static void set_child_state(struct tx *tx, struct sp_ptable *h, int level, int i, unsigned s)
+{
+	uint16_t st = tx_get2(tx, &h->ph[level].ph_states);
+	st = (uint16_t)((st & ~(3u << (2 * i))) | (s << (2 * i)));
+	tx_set2(tx, &h->ph[level].ph_states, st);
+}
+
+static uint16_t l3_mask_of(struct tx *tx, struct sp_ptable *h)
+{
+	uint32_t n = tx_get4(tx, &h->l3_nalloc);
+	if (n <= 1)
+		return L3_EMPTY_MASK;
+	int c = tx_get1(tx, &h->l3_child_level);
+	return n < l3_capacity(c) ? (uint16_t)(1u << c) : 0;
+}
+
+/* Mask of the P partition (v, level). */
+static uint16_t p_mask(struct tx *tx, uint64_t v, int level)
+{
+	struct sp_ptable *h = hdr_page(tx, v);
+	if (!h)
+		return 0;
+	if (level == SP_L3)
+		return tx_get2(tx, &h->l3_mask);
+	return tx_get2(tx, &h->ph[level].ph_mask);
+}
+
+static uint16_t child_mask(struct tx *tx, struct sp_ptable *h, uint64_t v, int level, int i)
+{
+	switch (child_state(tx, h, level, i)) {
+	case PH_E:
+		return MASK_BELOW(level); /* levels 0..level-1 */
+	case PH_P:
+		return p_mask(tx, v + (uint64_t)i * sp_level_size(level - 1), level - 1);
+	default:
+		return 0;
+	}
+}
+
+static void recompute_mask(struct tx *tx, uint64_t v, int level)
+{
+	struct sp_ptable *h = hdr_page(tx, v);
+	if (level == SP_L3) {
+		tx_set2(tx, &h->l3_mask, l3_mask_of(tx, h));
+		return;
+	}
+	uint16_t m = 0;
+	for (int i = 0; i < 8; i++)
+		m |= child_mask(tx, h, v, level, i);
+	tx_set2(tx, &h->ph[level].ph_mask, m);
+}
+
+/* A whole unit for the window's home: page 0 becomes the header page, the
+ * other 511 pages go back to the allocator but stay the preferred place for
+ * the window's pages (H5). Falls back to any page when no unit is free. */
+static int64_t alloc_header_page(struct tx *tx, uint64_t *home)
+{
+	int64_t u = bud_alloc(tx, BUD_TOP_ORDER);
+	if (u >= 0) {
+		for (int k = 0; k < BUD_TOP_ORDER; k++)
+			bud_release_unused(tx, (uint64_t)u + (1ULL << k), k);
+		*home = (uint64_t)u << FR_PAGE_SHIFT;
+		return u;
+	}
+	*home = 0;
+	return bud_alloc(tx, 0);
+}
+
+/* Turns the E partition (v, level >= 3) into P with a chain of P first
+ * children down to L3, whose children are of child_level. */
+static int split(struct tx *tx, uint64_t v, int level, int child_level)
+{
+	struct space *sp = tx->sp;
+	int err = 0;
+	uint64_t *slot = ppt_window_slot(tx, v, 1, &err);
+	if (!slot)
+		return err;
+	uint64_t home;
+	int64_t pg = alloc_header_page(tx, &home);
+	if (pg < 0)
+		return (int)pg;
+	uint64_t off = (uint64_t)pg << FR_PAGE_SHIFT;
+	struct sp_ptable *h = (struct sp_ptable *)sp_ptr(sp, off);
+	/* Fresh page, unreachable until the PPT entry below commits. */
+	struct sp_ptable img;
+	memset(&img, 0, sizeof(img));
+	img.pt_pte[0] = (uint32_t)pg;
+	img.pt_magic = PT_MAGIC;
+	img.pt_home = home;
+	img.pt_vaddr = v;
+	img.pt_npages = 1;
+	img.pt_flags = PT_F_HEADER;
+	img.l3_child_level = (uint8_t)child_level;
+	img.l3_nalloc = 1;
+	img.l3_bitmap[0] = 1; /* child 0 holds this header */
+	img.l3_mask = L3_EMPTY_MASK;
+	for (int l = SP_L3 + 1; l <= level; l++) {
+		img.ph[l].ph_states = PH_P; /* child 0 P, children 1..7 E */
+		img.ph[l].ph_mask = MASK_BELOW(l);
+		img.ph[l].ph_present = 1;
+	}
+	pm_copy_nt(h, &img, sizeof(img));
+	tx_mark_fresh(tx);
+	tx_set8(tx, slot, off | PPT_TABLE);
+	return 0;
+}
+
+int part_format_root(struct tx *tx)
+{
+	return split(tx, 0, tx->sp->top_level, 0);
+}
+
+struct path_ent {
+	uint64_t v;
+	int level;
+};
+
+int part_alloc(struct tx *tx, int n, uint64_t *out)
+{
+	struct space *sp = tx->sp;
+	struct path_ent path[SP_MAX_LEVEL + 2];
+	int depth = 0, rc;
+	tx_lock_alloc(tx);
+	if (n < 0 || n >= sp->top_level)
+		return -EFBIG;
+	uint64_t v = 0;
+	int level = sp->top_level;
+	if (!(p_mask(tx, 0, level) & (1u << n)))
+		return -ENOSPC;
+	for (;;) {
+		path[depth++] = (struct path_ent){v, level};
+		struct sp_ptable *h = hdr_page(tx, v);
+		if (!h)
+			return -EUCLEAN;
+		if (level == SP_L3) {
+			uint32_t nalloc = tx_get4(tx, &h->l3_nalloc);
+			if (nalloc <= 1) /* empty: may take any child size */
+				tx_set1(tx, &h->l3_child_level, (uint8_t)n);
+			else if (tx_get1(tx, &h->l3_child_level) != n)
+				return -EUCLEAN;
+			uint64_t cap = l3_capacity(n);
+			for (uint64_t i = 1; i < cap; i++) {
+				uint64_t *w = &h->l3_bitmap[i >> 6];
+				uint64_t bits = tx_get8(tx, w);
+				if (bits & (1ULL << (i & 63)))
+					continue;
+				tx_set8(tx, w, bits | (1ULL << (i & 63)));
+				tx_set4(tx, &h->l3_nalloc, nalloc + 1);
+				*out = v + i * sp_level_size(n);
+				goto done;
+			}
+			return -EUCLEAN;
+		}
+		int pick = -1;
+		for (int i = 0; i < 8 && pick < 0; i++)
+			if (child_state(tx, h, level, i) == PH_P &&
+			    (child_mask(tx, h, v, level, i) & (1u << n)))
+				pick = i;
+		if (pick >= 0) {
+			v += (uint64_t)pick * sp_level_size(level - 1);
+			level--;
+			continue;
+		}
+		for (int i = 1; i < 8 && pick < 0; i++)
+			if (child_state(tx, h, level, i) == PH_E && level - 1 >= n)
+				pick = i;
+		if (pick < 0)
+			return -EUCLEAN; /* mask promised a partition that is not there */
+		uint64_t cv = v + (uint64_t)pick * sp_level_size(level - 1);
+		if (level - 1 == n) {
+			set_child_state(tx, h, level, pick, PH_A);
+			*out = cv;
+			goto done;
+		}
+		rc = split(tx, cv, level - 1, n <= 2 ? n : 0);
+		if (rc)
+			return rc;
+		set_child_state(tx, h, level, pick, PH_P);
+		v = cv;
+		level--;
+	}
+done:
+	for (int d = depth - 1; d >= 0; d--)
+		recompute_mask(tx, path[d].v, path[d].level);
+	return 0;
+}
+
+/* Is the P partition (v, level) free of allocations (only its headers)? */
+static int p_empty(struct tx *tx, uint64_t v, int level)
+{
+	struct sp_ptable *h = hdr_page(tx, v);
+	if (!h)
+		return 0;
+	if (level == SP_L3)
+		return tx_get4(tx, &h->l3_nalloc) <= 1;
+	for (int i = 1; i < 8; i++)
+		if (child_state(tx, h, level, i) != PH_E)
+			return 0;
+	return p_empty(tx, v, level - 1);
+}
+
+/* Releases the header page of a P partition that becomes E (H1, H4). */
+static void collapse(struct tx *tx, uint64_t v)
+{
+	int err;
+	uint64_t *slot = ppt_window_slot(tx, v, 0, &err);
+	uint64_t went = tx_get8(tx, slot);
+	bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, 0);
+	tx_set8(tx, slot, PPT_NONE);
+	tx_defer(tx, vs_window_changed, v, 1, 0);
+}
+
+void part_free(struct tx *tx, uint64_t v, int n)
+{
+	struct space *sp = tx->sp;
+	struct path_ent path[SP_MAX_LEVEL + 2];
+	int depth = 0;
+	tx_lock_alloc(tx);
+	uint64_t a = 0;
+	int level = sp->top_level;
+	/* Walk down to the parent of (v, n). */
+	for (;;) {
+		path[depth++] = (struct path_ent){a, level};
+		struct sp_ptable *h = hdr_page(tx, a);
+		if (level == SP_L3) {
+			uint64_t i = (v - a) / sp_level_size(n);
+			uint64_t *w = &h->l3_bitmap[i >> 6];
+			tx_set8(tx, w, tx_get8(tx, w) & ~(1ULL << (i & 63)));
+			tx_set4(tx, &h->l3_nalloc, tx_get4(tx, &h->l3_nalloc) - 1);
+			break;
+		}
+		int i = (int)((v - a) / sp_level_size(level - 1));
+		if (level - 1 == n) {
+			set_child_state(tx, h, level, i, PH_E);
+			break;
+		}
+		a += (uint64_t)i * sp_level_size(level - 1);
+		level--;
+	}
+	/* Collapse emptied P partitions that are not a first child (H2). */
+	int d = depth - 1;
+	while (d > 0) {
+		uint64_t pv = path[d].v;
+		int pl = path[d].level;
+		struct path_ent parent = path[d - 1];
+		int idx = (int)((pv - parent.v) / sp_level_size(pl));
+		if (idx == 0 || !p_empty(tx, pv, pl))
+			break;
+		collapse(tx, pv);
+		set_child_state(tx, hdr_page(tx, parent.v), parent.level, idx, PH_E);
+		d--;
+	}
+	for (int k = d; k >= 0; k--)
+		recompute_mask(tx, path[k].v, path[k].level);
+}
+
+int part_small_back(struct tx *tx, uint64_t vp, uint64_t *phys, int *fresh)
+{
+	struct space *sp = tx->sp;
+	*fresh = 0;
+	uint64_t went = ppt_window_tx(tx, vp);
+	if ((went & PPT_TYPE_MASK) != PPT_TABLE)
+		return -EUCLEAN;
+	struct sp_ptable *pt = ppt_table(sp, went);
+	unsigned o = (unsigned)((vp >> 12) & 511);
+	uint32_t cur = tx_get4(tx, &pt->pt_pte[o]);
+	if (cur) {
+		*phys = (uint64_t)cur << FR_PAGE_SHIFT;
+		return 0;
+	}
+	tx_lock_alloc(tx);
+	uint64_t home = tx_get8(tx, &pt->pt_home);
+	int64_t pg = -ENOSPC;
+	if (home && bud_alloc_at(tx, (home >> FR_PAGE_SHIFT) + o, 0) == 0)
+		pg = (int64_t)((home >> FR_PAGE_SHIFT) + o);
+	if (pg < 0 && o > 0) {
+		uint32_t prev = tx_get4(tx, &pt->pt_pte[o - 1]);
+		if (prev && bud_alloc_at(tx, (uint64_t)prev + 1, 0) == 0)
+			pg = (int64_t)prev + 1;
+	}
+	if (pg < 0)
+		pg = bud_alloc(tx, 0);
+	if (pg < 0)
+		return (int)pg;
+	tx_set4(tx, &pt->pt_pte[o], (uint32_t)pg);
+	tx_set4(tx, &pt->pt_npages, tx_get4(tx, &pt->pt_npages) + 1);
+	tx_defer(tx, vs_page_changed, vp & ~(FR_PAGE_SIZE - 1), 0, 0);
+	*phys = (uint64_t)pg << FR_PAGE_SHIFT;
+	*fresh = 1;
+	return 0;
+}
+
+void part_small_unback(struct tx *tx, uint64_t v, uint64_t len)
+{
+	struct space *sp = tx->sp;
+	for (uint64_t p = v; p < v + len; p += FR_PAGE_SIZE) {
+		uint64_t went = ppt_window_tx(tx, p);
+		if ((went & PPT_TYPE_MASK) != PPT_TABLE)
+			continue;
+		struct sp_ptable *pt = ppt_table(sp, went);
+		unsigned o = (unsigned)((p >> 12) & 511);
+		uint32_t pg = tx_get4(tx, &pt->pt_pte[o]);
+		if (!pg || o == 0)
+			continue;
+		tx_lock_alloc(tx);
+		bud_free(tx, pg, 0);
+		tx_set4(tx, &pt->pt_pte[o], 0);
+		tx_set4(tx, &pt->pt_npages, tx_get4(tx, &pt->pt_npages) - 1);
+	}
+}
+
+int part_large_back(struct tx *tx, uint64_t vw, uint64_t *phys)
+{
+	struct space *sp = tx->sp;
+	int err = 0;
+	uint64_t *slot = ppt_window_slot(tx, vw, 1, &err);
+	if (!slot)
+		return err;
+	uint64_t went = tx_get8(tx, slot);
+	if (went != PPT_NONE) {
+		*phys = went & ~PPT_TYPE_MASK;
+		return 1; /* already backed */
+	}
+	int64_t u = bud_alloc(tx, BUD_TOP_ORDER);
+	if (u >= 0) {
+		*phys = (uint64_t)u << FR_PAGE_SHIFT;
+		tx_set8(tx, slot, *phys | PPT_HUGE);
+		tx_defer(tx, vs_window_changed, vw, 1, 0);
+		return 0;
+	}
+	/* No whole unit left: back the window page by page with the largest
+	 * runs available (mapped run by run; slower but no false ENOSPC). */
+	int64_t tp = bud_alloc(tx, 0);
+	if (tp < 0)
+		return (int)tp;
+	struct sp_ptable img;
+	memset(&img, 0, sizeof(img));
+	img.pt_magic = PT_MAGIC;
+	img.pt_vaddr = vw;
+	for (unsigned o = 0; o < 512;) {
+		int k = __builtin_ctz(o | 512);
+		if (k > BUD_TOP_ORDER - 1)
+			k = BUD_TOP_ORDER - 1;
+		int64_t b = -ENOSPC;
+		for (; k >= 0; k--)
+			if ((b = bud_alloc(tx, k)) >= 0)
+				break;
+		if (b < 0)
+			return (int)b; /* the caller abandons the transaction */
+		for (unsigned j = 0; j < (1u << k); j++)
+			img.pt_pte[o + j] = (uint32_t)(b + j);
+		o += 1u << k;
+	}
+	img.pt_npages = 512;
+	uint64_t toff = (uint64_t)tp << FR_PAGE_SHIFT;
+	pm_copy_nt(sp_ptr(sp, toff), &img, sizeof(img));
+	tx_mark_fresh(tx);
+	tx_set8(tx, slot, toff | PPT_TABLE);
+	tx_defer(tx, vs_window_changed, vw, 1, 0);
+	*phys = 0;
+	return 0;
+}
+
+void part_large_unback(struct tx *tx, uint64_t vw)
+{
+	struct space *sp = tx->sp;
+	int err;
+	uint64_t *slot = ppt_window_slot(tx, vw, 0, &err);
+	if (!slot)
+		return;
+	uint64_t went = tx_get8(tx, slot);
+	if (went == PPT_NONE)
+		return;
+	tx_lock_alloc(tx);
+	if ((went & PPT_TYPE_MASK) == PPT_HUGE) {
+		bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, BUD_TOP_ORDER);
+	} else {
+		struct sp_ptable *pt = ppt_table(sp, went);
+		for (int o = 0; o < 512; o++) {
+			uint32_t pg = tx_get4(tx, &pt->pt_pte[o]);
+			if (pg)
+				bud_free(tx, pg, 0);
+		}
+		bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, 0);
+	}
+	tx_set8(tx, slot, PPT_NONE);
+	tx_defer(tx, vs_window_changed, vw, 1, 0);
+}

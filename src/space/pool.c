@@ -1,0 +1,320 @@
+/*
+ * pool.c -- the pool file or device: opening, the single-opener lock,
+ * population with (huge) pages, and the direct mapping.
+ *
+ * Invariants: P1 while a struct pool is open, this process holds an
+ *               exclusive flock on the pool, so no other process maps it;
+ *             P2 base maps [0, size) of the pool, 2 MiB aligned, with the
+ *               same flags (MAP_SYNC on DAX file systems) as every other
+ *               shared mapping of the pool (pool->map_flags).
+ * Crash argument: nothing here writes pool contents; a crash releases the
+ *   flock with the process.
+ */
+#include "space/space.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/magic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "persist/pm.h"
+#include "util/util.h"
+
+#ifndef MAP_SHARED_VALIDATE
+#define MAP_SHARED_VALIDATE 0x03
+#endif
+#ifndef MAP_SYNC
+#define MAP_SYNC 0x80000
+#endif
+
+static int devdax_size(dev_t rdev, uint64_t *size)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "/sys/dev/char/%u:%u/size", major(rdev), minor(rdev));
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return -ENODEV;
+	unsigned long long s = 0;
+	int ok = fscanf(f, "%llu", &s) == 1;
+	fclose(f);
+	if (!ok)
+		return -ENODEV;
+	*size = s;
+	return 0;
+}
+
+/* The option string of the mount holding path, from /proc/self/mountinfo. */
+static int mount_options_of(const char *path, char *fstype, size_t ftlen, char *opts, size_t olen)
+{
+	char real[PATH_MAX];
+	if (!realpath(path, real))
+		return -errno;
+	FILE *f = fopen("/proc/self/mountinfo", "r");
+	if (!f)
+		return -errno;
+	char line[4096];
+	size_t best = 0;
+	int found = 0;
+	while (fgets(line, sizeof(line), f)) {
+		/* id parent maj:min root mountpoint opts ... - fstype source superopts */
+		char mnt[PATH_MAX], type[64], sopts[1024];
+		char *dash = strstr(line, " - ");
+		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mnt) != 1)
+			continue;
+		if (sscanf(dash + 3, "%63s %*s %1023s", type, sopts) != 2)
+			continue;
+		size_t ml = strlen(mnt);
+		int prefix = strncmp(real, mnt, ml) == 0 &&
+			     (real[ml] == '/' || real[ml] == 0 || (ml == 1 && mnt[0] == '/'));
+		if (prefix && ml >= best) {
+			best = ml;
+			snprintf(fstype, ftlen, "%s", type);
+			snprintf(opts, olen, "%s", sopts);
+			found = 1;
+		}
+	}
+	fclose(f);
+	return found ? 0 : -ENOENT;
+}
+
+static void shmem_thp_setting(char *buf, size_t len)
+{
+	snprintf(buf, len, "unknown");
+	FILE *f = fopen("/sys/kernel/mm/transparent_hugepage/shmem_enabled", "r");
+	if (!f)
+		return;
+	char line[256];
+	if (fgets(line, sizeof(line), f)) {
+		char *l = strchr(line, '['), *r = l ? strchr(l, ']') : NULL;
+		if (l && r) {
+			*r = 0;
+			snprintf(buf, len, "%s", l + 1);
+		}
+	}
+	fclose(f);
+}
+
+/* Does a tmpfs at path give 2 MiB pages to a file mapped with MADV_HUGEPAGE? */
+static int tmpfs_is_huge(const char *path, char *why, size_t wlen)
+{
+	char type[64], opts[1024], thp[32];
+	shmem_thp_setting(thp, sizeof(thp));
+	if (!strcmp(thp, "force"))
+		return 1;
+	if (!strcmp(thp, "deny")) {
+		snprintf(why, wlen, "shmem huge pages denied system-wide");
+		return 0;
+	}
+	if (mount_options_of(path, type, sizeof(type), opts, sizeof(opts)) == 0) {
+		if (strstr(opts, "huge=always") || strstr(opts, "huge=within_size") ||
+		    strstr(opts, "huge=advise"))
+			return 1;
+	}
+	snprintf(why, wlen, "its tmpfs is not mounted with huge=; shmem_enabled=%s", thp);
+	return 0;
+}
+
+void pool_prepare_default_dir(const char *pool_path)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", pool_path);
+	char *slash = strrchr(dir, '/');
+	if (!slash || slash == dir)
+		return;
+	*slash = 0;
+	if (mkdir(dir, 0755) && errno != EEXIST)
+		return;
+	char why[128];
+	if (tmpfs_is_huge(dir, why, sizeof(why)))
+		return;
+	/* Only a tmpfs can be mounted here, and only by a privileged user; if
+	 * that fails the pool lives on 4 KiB pages and `ferrite info` says so. */
+	char type[64], opts[1024];
+	if (mount_options_of(dir, type, sizeof(type), opts, sizeof(opts)) == 0) {
+		char real[PATH_MAX];
+		if (realpath(dir, real) && strcmp(type, "tmpfs") == 0) {
+			/* dir itself might already be a (non-huge) mount: leave it. */
+			struct stat a, b;
+			char parent[PATH_MAX + 4];
+			snprintf(parent, sizeof(parent), "%s/..", real);
+			if (stat(real, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev)
+				return;
+		}
+	}
+	/* Refuse to hide existing files under a new mount. */
+	int nonempty = 0;
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dfd >= 0) {
+		char buf[1024];
+		long n = syscall(SYS_getdents64, dfd, buf, sizeof(buf));
+		nonempty = n > 48; /* "." and ".." take 48 bytes; more means entries */
+		close(dfd);
+	}
+	if (nonempty)
+		return;
+	mount("ferrite", dir, "tmpfs", MS_NOSUID | MS_NODEV, "huge=within_size,mode=0755");
+}
+
+int pool_open(struct pool *p, const char *path, int create)
+{
+	memset(p, 0, sizeof(*p));
+	p->fd = -1;
+	if (!path || !*path)
+		return fr_err(-EINVAL, "no pool path given");
+	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	if (fd < 0) {
+		int e = errno;
+		if (e == ENOENT)
+			return fr_err(-ENOENT, "%s: no such pool (create one with `ferrite mkfs`)",
+				      path);
+		if (e == EISDIR)
+			return fr_err(-EISDIR, "%s: is a directory, not a pool", path);
+		return fr_err(-e, "%s: cannot open: %s", path, strerror(e));
+	}
+	struct stat st;
+	if (fstat(fd, &st)) {
+		int e = errno;
+		close(fd);
+		return fr_err(-e, "%s: cannot stat: %s", path, strerror(e));
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		close(fd);
+		return fr_err(-EBUSY,
+			      "%s: pool is in use by another process or mount "
+			      "(use `ferrite mount` to share one pool between processes)",
+			      path);
+	}
+	p->fd = fd;
+	p->path = strdup(path);
+	p->map_flags = MAP_SHARED;
+	if (S_ISCHR(st.st_mode)) {
+		p->kind = POOL_DEVDAX;
+		int rc = devdax_size(st.st_rdev, &p->file_size);
+		if (rc) {
+			pool_close(p);
+			return fr_err(-ENODEV, "%s: character device is not a device-DAX node", path);
+		}
+		snprintf(p->backing, sizeof(p->backing), "device-DAX %s", path);
+		p->huge = 1;
+		return 0;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		pool_close(p);
+		return fr_err(-EINVAL, "%s: not a regular file or device-DAX node", path);
+	}
+	p->file_size = (uint64_t)st.st_size;
+	struct statfs sfs;
+	if (fstatfs(fd, &sfs) == 0 && (unsigned long)sfs.f_type == TMPFS_MAGIC) {
+		char why[110] = "";
+		p->kind = POOL_TMPFS;
+		p->huge = tmpfs_is_huge(path, why, sizeof(why));
+		if (p->huge)
+			snprintf(p->backing, sizeof(p->backing),
+				 "emulated PM: tmpfs file with 2 MiB pages");
+		else
+			snprintf(p->backing, sizeof(p->backing),
+				 "emulated PM: tmpfs file with 4 KiB pages (%s)", why);
+		return 0;
+	}
+	/* A file on some other file system: DAX if MAP_SYNC is accepted. */
+	if (p->file_size >= FR_PAGE_SIZE) {
+		void *m = mmap(NULL, FR_PAGE_SIZE, PROT_READ | PROT_WRITE,
+			       MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
+		if (m != MAP_FAILED) {
+			munmap(m, FR_PAGE_SIZE);
+			p->kind = POOL_FSDAX;
+			p->map_flags = MAP_SHARED_VALIDATE | MAP_SYNC;
+			p->huge = 1;
+			snprintf(p->backing, sizeof(p->backing), "file on a DAX file system");
+			return 0;
+		}
+	}
+	p->kind = POOL_FILE;
+	snprintf(p->backing, sizeof(p->backing),
+		 "emulated PM: file on a non-DAX file system (durable only with the page cache)");
+	return 0;
+}
+
+int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64_t, uint64_t),
+		  void *arg)
+{
+	if (p->kind == POOL_DEVDAX)
+		return 0;
+	if (ftruncate(p->fd, 0) || ftruncate(p->fd, (off_t)size))
+		return fr_err(-errno, "%s: cannot size the pool to %llu bytes: %s", p->path,
+			      (unsigned long long)size, strerror(errno));
+	/* Allocate every page now so that first writes do not fault in new
+	 * memory (3.4 us per 4 KiB on /dev/shm, see machine-limits.md). */
+	const uint64_t step = 64 * FR_MIB;
+	for (uint64_t off = 0; off < size; off += step) {
+		uint64_t len = FR_MIN(step, size - off);
+		if (fallocate(p->fd, 0, (off_t)off, (off_t)len)) {
+			int e = errno;
+			if (e == EOPNOTSUPP)
+				break;
+			return fr_err(e == ENOSPC ? -ENOSPC : -e,
+				      "%s: cannot allocate %llu bytes for the pool: %s", p->path,
+				      (unsigned long long)size, strerror(e));
+		}
+		if (progress)
+			progress(arg, off + len, size);
+	}
+	p->file_size = size;
+	return 0;
+}
+
+int pool_map(struct pool *p, uint64_t size)
+{
+	size_t resv = size + FR_UNIT_SIZE;
+	void *r = mmap(NULL, resv, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		return fr_err(-ENOMEM, "cannot reserve %zu bytes of address space", resv);
+	char *base = (char *)FR_ALIGN_UP((uintptr_t)r, FR_UNIT_SIZE);
+	void *m = mmap(base, size, PROT_READ | PROT_WRITE, p->map_flags | MAP_FIXED, p->fd, 0);
+	if (m == MAP_FAILED) {
+		int e = errno;
+		munmap(r, resv);
+		return fr_err(-e, "%s: cannot map the pool: %s", p->path, strerror(e));
+	}
+	if (p->kind == POOL_TMPFS)
+		madvise(base, size, MADV_HUGEPAGE);
+	p->base = base;
+	p->size = size;
+	p->map_reserve = r;
+	p->map_reserve_len = resv;
+	int gran = (p->kind == POOL_TMPFS || p->kind == POOL_FILE) ? PM_GRAN_CACHE_LINE : -1;
+	int rc = pm_setup(p->fd, base, size, gran, &p->pm_handle);
+	if (rc) {
+		munmap(r, resv);
+		p->base = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+void pool_close(struct pool *p)
+{
+	if (p->pm_handle)
+		pm_teardown(p->pm_handle);
+	p->pm_handle = NULL;
+	if (p->map_reserve)
+		munmap(p->map_reserve, p->map_reserve_len);
+	p->map_reserve = NULL;
+	p->base = NULL;
+	if (p->fd >= 0)
+		close(p->fd); /* releases the flock */
+	p->fd = -1;
+	free(p->path);
+	p->path = NULL;
+}

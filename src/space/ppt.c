@@ -1,0 +1,213 @@
+/*
+ * ppt.c -- the persistent page table (ctFS 3.3): maps vspace windows to pool
+ * memory. Three directory levels (512 GiB, 1 GiB, 2 MiB per entry) end in a
+ * window entry that is either a whole 2 MiB unit (PPT_HUGE) or a page table
+ * page with 512 page numbers (PPT_TABLE). Format: space_format.h.
+ *
+ * Invariants: Q1 a directory entry is 0 or points to a directory page owned
+ *               by exactly this entry;
+ *             Q2 every unit or page referenced by a window entry or pte is
+ *               allocated in the buddy allocator and referenced once;
+ *             Q3 pt_vaddr of a table page names the window that points to it.
+ * Crash argument: entries change only inside the caller's transaction; a
+ *   directory page is zeroed and fenced (tx_mark_fresh) before the entry that
+ *   makes it reachable can commit. ppt_move/ppt_swap rewrite whole entries,
+ *   so the redo log replays them idempotently (ctFS pswap with the redo log).
+ */
+#include <errno.h>
+#include <string.h>
+
+#include "persist/pm.h"
+#include "space/space.h"
+
+#define IDX0(v) (((v) >> 39) & 511)
+#define IDX1(v) (((v) >> 30) & 511)
+#define IDX2(v) (((v) >> 21) & 511)
+
+static inline uint64_t *dir_page(struct space *sp, uint64_t ent)
+{
+	return (uint64_t *)sp_ptr(sp, ent & ~PPT_TYPE_MASK);
+}
+
+uint64_t ppt_window(struct space *sp, uint64_t v)
+{
+	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
+	uint64_t e = __atomic_load_n(&root[IDX0(v)], __ATOMIC_ACQUIRE);
+	if (!e)
+		return PPT_NONE;
+	e = __atomic_load_n(&dir_page(sp, e)[IDX1(v)], __ATOMIC_ACQUIRE);
+	if (!e)
+		return PPT_NONE;
+	return __atomic_load_n(&dir_page(sp, e)[IDX2(v)], __ATOMIC_ACQUIRE);
+}
+
+uint64_t ppt_window_tx(struct tx *tx, uint64_t v)
+{
+	int err;
+	uint64_t *slot = ppt_window_slot(tx, v, 0, &err);
+	return slot ? tx_get8(tx, slot) : PPT_NONE;
+}
+
+static uint64_t *next_level(struct tx *tx, uint64_t *ent, int create, int *err)
+{
+	struct space *sp = tx->sp;
+	uint64_t e = tx_get8(tx, ent);
+	if (e)
+		return dir_page(sp, e);
+	if (!create)
+		return NULL;
+	int64_t pg = bud_alloc(tx, 0);
+	if (pg < 0) {
+		*err = (int)pg;
+		return NULL;
+	}
+	uint64_t off = (uint64_t)pg << FR_PAGE_SHIFT;
+	pm_zero_nt(sp_ptr(sp, off), FR_PAGE_SIZE);
+	tx_mark_fresh(tx);
+	tx_set8(tx, ent, off | PPT_DIR);
+	return (uint64_t *)sp_ptr(sp, off);
+}
+
+uint64_t *ppt_window_slot(struct tx *tx, uint64_t v, int create, int *err)
+{
+	struct space *sp = tx->sp;
+	*err = 0;
+	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
+	uint64_t *pud = next_level(tx, &root[IDX0(v)], create, err);
+	if (!pud)
+		return NULL;
+	uint64_t *pmd = next_level(tx, &pud[IDX1(v)], create, err);
+	if (!pmd)
+		return NULL;
+	return &pmd[IDX2(v)];
+}
+
+static uint64_t page_in_window(struct space *sp, uint64_t went, uint64_t v)
+{
+	switch (went & PPT_TYPE_MASK) {
+	case PPT_HUGE:
+		return (went & ~PPT_TYPE_MASK) + (v & (FR_UNIT_SIZE - 1) & ~(FR_PAGE_SIZE - 1));
+	case PPT_TABLE: {
+		uint32_t pte = ppt_table(sp, went)->pt_pte[(v >> 12) & 511];
+		return (uint64_t)pte << FR_PAGE_SHIFT;
+	}
+	default:
+		return 0;
+	}
+}
+
+uint64_t ppt_page(struct space *sp, uint64_t v)
+{
+	return page_in_window(sp, ppt_window(sp, v), v);
+}
+
+uint64_t ppt_page_tx(struct tx *tx, uint64_t v)
+{
+	uint64_t went = ppt_window_tx(tx, v);
+	if ((went & PPT_TYPE_MASK) == PPT_TABLE) {
+		struct sp_ptable *pt = ppt_table(tx->sp, went);
+		return (uint64_t)tx_get4(tx, &pt->pt_pte[(v >> 12) & 511]) << FR_PAGE_SHIFT;
+	}
+	return page_in_window(tx->sp, went, v);
+}
+
+/* Table pages remember their window (Q3); keep that true when moving. */
+static void retarget_table(struct tx *tx, uint64_t went, uint64_t v)
+{
+	if ((went & PPT_TYPE_MASK) == PPT_TABLE)
+		tx_set8(tx, &ppt_table(tx->sp, went)->pt_vaddr, v);
+}
+
+static int whole_gib(uint64_t a, uint64_t b, uint64_t bytes)
+{
+	return ((a | b | bytes) & (FR_GIB - 1)) == 0;
+}
+
+/* Exchanges the PUD entries of two 1 GiB-aligned ranges. */
+static int swap_gib(struct tx *tx, uint64_t a, uint64_t b, uint64_t bytes)
+{
+	struct space *sp = tx->sp;
+	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
+	for (uint64_t d = 0; d < bytes; d += FR_GIB) {
+		int err = 0;
+		uint64_t *pa = next_level(tx, &root[IDX0(a + d)], 1, &err);
+		if (!pa)
+			return err;
+		uint64_t *pb = next_level(tx, &root[IDX0(b + d)], 1, &err);
+		if (!pb)
+			return err;
+		uint64_t *ea = &pa[IDX1(a + d)], *eb = &pb[IDX1(b + d)];
+		uint64_t va = tx_get8(tx, ea), vb = tx_get8(tx, eb);
+		tx_set8(tx, ea, vb);
+		tx_set8(tx, eb, va);
+		for (int i = 0; i < PPT_ENTRIES; i++) {
+			uint64_t w = FR_UNIT_SIZE * (uint64_t)i;
+			if (vb)
+				retarget_table(tx, tx_get8(tx, &dir_page(sp, vb)[i]), a + d + w);
+			if (va)
+				retarget_table(tx, tx_get8(tx, &dir_page(sp, va)[i]), b + d + w);
+		}
+	}
+	return 0;
+}
+
+int ppt_swap(struct tx *tx, uint64_t a, uint64_t b, uint64_t npages)
+{
+	uint64_t bytes = npages << FR_PAGE_SHIFT;
+	if (((a | b | bytes) & (FR_UNIT_SIZE - 1)) != 0)
+		return -EINVAL;
+	if (whole_gib(a, b, bytes))
+		return swap_gib(tx, a, b, bytes);
+	for (uint64_t d = 0; d < bytes; d += FR_UNIT_SIZE) {
+		int err = 0;
+		uint64_t *ea = ppt_window_slot(tx, a + d, 1, &err);
+		if (!ea)
+			return err;
+		uint64_t *eb = ppt_window_slot(tx, b + d, 1, &err);
+		if (!eb)
+			return err;
+		uint64_t va = tx_get8(tx, ea), vb = tx_get8(tx, eb);
+		tx_set8(tx, ea, vb);
+		tx_set8(tx, eb, va);
+		retarget_table(tx, vb, a + d);
+		retarget_table(tx, va, b + d);
+	}
+	return 0;
+}
+
+int ppt_move(struct tx *tx, uint64_t src, uint64_t dst, uint64_t npages)
+{
+	/* pswap with an empty destination: the source ends up unmapped. */
+	return ppt_swap(tx, src, dst, npages);
+}
+
+int ppt_check_dirs(struct space *sp, void (*visit)(void *, uint64_t, uint64_t), void *arg)
+{
+	/* visit(arg, v, entry): v = vspace offset of a window or, for a
+	 * directory page, ~0 and entry = its pool offset. */
+	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
+	visit(arg, ~0ULL, sp->hdr->sph_ppt_root);
+	uint64_t n0 = (sp->vsize + (1ULL << 39) - 1) >> 39;
+	for (uint64_t i = 0; i < 512; i++) {
+		uint64_t e0 = root[i];
+		if (!e0)
+			continue;
+		if (i >= n0 || (e0 & PPT_TYPE_MASK) != PPT_DIR)
+			return -EUCLEAN;
+		visit(arg, ~0ULL, e0 & ~PPT_TYPE_MASK);
+		uint64_t *pud = dir_page(sp, e0);
+		for (uint64_t j = 0; j < 512; j++) {
+			uint64_t e1 = pud[j];
+			if (!e1)
+				continue;
+			if ((e1 & PPT_TYPE_MASK) != PPT_DIR)
+				return -EUCLEAN;
+			visit(arg, ~0ULL, e1 & ~PPT_TYPE_MASK);
+			uint64_t *pmd = dir_page(sp, e1);
+			for (uint64_t k = 0; k < 512; k++)
+				if (pmd[k])
+					visit(arg, (i << 39) | (j << 30) | (k << 21), pmd[k]);
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,215 @@
+/*
+ * space.h -- the space layer: the pool and its mappings, the physical buddy
+ * allocator, the persistent page table (PPT) and the ctFS partition tree.
+ *
+ * Address kinds used throughout:
+ *   pool offset  -- byte offset in the pool file (the "physical" address);
+ *   page number  -- pool offset >> 12;
+ *   vspace offset -- byte offset in the partition space, the contiguous
+ *                    virtual range where every file and directory lives.
+ * sp->base + pool offset is the direct mapping of the pool (metadata is used
+ * in place through it); sp->vbase + vspace offset is where the MMU translates
+ * file offsets, populated from the PPT (vspace.c).
+ */
+#ifndef FERRITE_SPACE_H
+#define FERRITE_SPACE_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "space/space_format.h"
+#include "util/util.h"
+#include "space/tx.h"
+
+/* Kind of medium the pool lives on. */
+enum pool_kind {
+	POOL_TMPFS = 0,   /* emulated PM in RAM (the default /dev/shm pool) */
+	POOL_FILE = 1,    /* regular file on a non-DAX file system (emulated) */
+	POOL_FSDAX = 2,   /* file on a DAX file system, mapped with MAP_SYNC */
+	POOL_DEVDAX = 3,  /* device-DAX character device */
+};
+
+struct pool {
+	int fd;
+	char *path;
+	enum pool_kind kind;
+	uint64_t size;      /* usable bytes (multiple of 2 MiB) */
+	uint64_t file_size; /* bytes in the file or device */
+	char *base;         /* direct mapping of [0, size) */
+	void *map_reserve;  /* start of the region reserved for the direct map */
+	size_t map_reserve_len;
+	int map_flags;      /* flags for every shared mapping of the pool */
+	int huge;           /* backed by 2 MiB pages */
+	char backing[160];  /* human description for `ferrite info` */
+	void *pm_handle;
+};
+
+/* Opens (and with create, creates) the pool file or device and takes the
+ * single-opener lock. Does not map it. */
+int pool_open(struct pool *p, const char *path, int create);
+/* Sets the file's size and allocates all of it (mkfs only). */
+int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64_t, uint64_t),
+		  void *arg);
+/* Maps [0, size) and chooses the persist functions. */
+int pool_map(struct pool *p, uint64_t size);
+void pool_close(struct pool *p);
+/* Gives the default pool's directory 2 MiB pages if the machine allows it
+ * (a tmpfs mounted with huge=within_size; needs CAP_SYS_ADMIN). */
+void pool_prepare_default_dir(const char *pool_path);
+
+/* Window mapping state (vspace.c), one byte per 2 MiB window. */
+enum vs_state {
+	VS_UNMAPPED = 0,
+	VS_MAPPED = 1,
+};
+
+struct space {
+	struct pool *pool;
+	char *base;
+	struct sp_header *hdr;
+	uint64_t data_page, data_end_page; /* buddy-managed pages [data_page, data_end_page) */
+	uint64_t *bitmap[BUD_ORDERS];
+	uint64_t *summary[BUD_ORDERS];
+	uint64_t nwords[BUD_ORDERS];
+	uint64_t nsumwords[BUD_ORDERS];
+	uint64_t hint[BUD_ORDERS]; /* volatile search start (word index) */
+	int top_level;
+	uint64_t vsize;
+	pthread_mutex_t alloc_lock; /* buddy, partition tree, metadata pools */
+
+	/* vspace mapping cache (volatile) */
+	char *vbase;
+	void *vreserve;
+	size_t vreserve_len;
+	uint8_t *wstate;        /* per-window enum vs_state */
+	uint64_t nwindows;
+	pthread_mutex_t map_lock;
+	struct vs_exc *exc;     /* small windows with pages away from their home */
+	uint64_t nexc, exc_cap;
+	uint64_t stat_mmaps, stat_mremaps;
+};
+
+/* ---- geometry ------------------------------------------------------------ */
+
+static inline uint64_t sp_level_size(int level)
+{
+	return 4096ULL << (3 * level);
+}
+/* Smallest level whose partition holds size bytes. */
+int sp_level_for(uint64_t size);
+/* Top level for a pool of pool_size bytes. */
+int sp_top_level_for(uint64_t pool_size);
+
+static inline void *sp_ptr(const struct space *sp, uint64_t pool_off)
+{
+	return sp->base + pool_off;
+}
+static inline uint64_t sp_off(const struct space *sp, const void *p)
+{
+	return (uint64_t)((const char *)p - sp->base);
+}
+
+/* ---- format / attach ---------------------------------------------------- */
+
+/* Lays out the space header, buddy bitmaps and an empty partition tree in a
+ * freshly formatted pool. [0, meta_end) is reserved for layers above. */
+int sp_format(struct pool *p, uint64_t hdr_off, uint64_t meta_end, uint64_t *reserved_end);
+int sp_attach(struct space *sp, struct pool *p, uint64_t hdr_off);
+void sp_detach(struct space *sp);
+/* Validates the space header against the pool size (mount and fsck). */
+int sp_header_check(struct pool *p, uint64_t hdr_off);
+
+/* ---- buddy allocator (buddy.c) ----------------------------------------- */
+
+/* Allocates 2^order pages; returns the first page number or -ENOSPC. */
+int64_t bud_alloc(struct tx *tx, int order);
+/* Allocates the 2^order pages starting at page if they are free. */
+int bud_alloc_at(struct tx *tx, uint64_t page, int order);
+/* Queues the release of a block; it takes effect when the transaction is
+ * finalised (tx.h), so the same transaction cannot reuse it. */
+void bud_free(struct tx *tx, uint64_t page, int order);
+/* Releases at once a block this same transaction allocated and never made
+ * reachable (e.g. the unused part of a fresh unit). */
+void bud_release_unused(struct tx *tx, uint64_t page, int order);
+/* Order of the free block containing page, or -1 if page is allocated. */
+int bud_free_order(struct space *sp, struct tx *tx, uint64_t page);
+uint64_t bud_free_pages(struct space *sp);
+int bud_check(struct space *sp, void (*report)(void *, const char *), void *arg);
+
+/* ---- persistent page table (ppt.c) -------------------------------------- */
+
+/* Entry of the window containing vspace offset v (PPT_NONE if absent). */
+uint64_t ppt_window(struct space *sp, uint64_t v);
+uint64_t ppt_window_tx(struct tx *tx, uint64_t v);
+/* Address of the window entry, creating directory pages when create. NULL
+ * when absent (create == 0) or on ENOSPC. */
+uint64_t *ppt_window_slot(struct tx *tx, uint64_t v, int create, int *err);
+/* Page table page of a PPT_TABLE window entry. */
+static inline struct sp_ptable *ppt_table(struct space *sp, uint64_t went)
+{
+	return (struct sp_ptable *)sp_ptr(sp, went & ~PPT_TYPE_MASK);
+}
+/* Pool offset of the page backing vspace offset v, or 0. */
+uint64_t ppt_page(struct space *sp, uint64_t v);
+uint64_t ppt_page_tx(struct tx *tx, uint64_t v);
+/* Moves the mappings of npages pages (a multiple of 512, window aligned) from
+ * vspace src to dst, leaving src unmapped; dst must be unmapped (pswap with an
+ * empty side). Works on whole directory entries when 1 GiB aligned. */
+int ppt_move(struct tx *tx, uint64_t src, uint64_t dst, uint64_t npages);
+/* Exchanges the mappings of two equally sized, window-aligned ranges. */
+int ppt_swap(struct tx *tx, uint64_t a, uint64_t b, uint64_t npages);
+int ppt_check_dirs(struct space *sp, void (*visit)(void *, uint64_t, uint64_t), void *arg);
+
+/* ---- partitions (part.c) -------------------------------------------------- */
+
+/* Allocates a partition of the given level; returns its vspace offset via *v. */
+int part_alloc(struct tx *tx, int level, uint64_t *v);
+/* mkfs: the root partition in state P with its chain of first children. */
+int part_format_root(struct tx *tx);
+void part_free(struct tx *tx, uint64_t v, int level);
+/* Page of a small file (level 0..2 partition) backed? Allocates it if not:
+ * placed at the window's home unit when possible. */
+int part_small_back(struct tx *tx, uint64_t v_page, uint64_t *phys, int *fresh);
+/* Releases backing of the pages [v, v+len) of a small partition. */
+void part_small_unback(struct tx *tx, uint64_t v, uint64_t len);
+/* Backs a whole window of a large (level >= 3) partition with a 2 MiB unit. */
+int part_large_back(struct tx *tx, uint64_t v_window, uint64_t *phys);
+void part_large_unback(struct tx *tx, uint64_t v_window);
+/* Statistics and checking. */
+struct part_stats {
+	uint64_t allocated[SP_MAX_LEVEL + 1];
+	uint64_t huge_windows, table_windows, table_pages, dir_pages;
+};
+/* Visits every allocated partition (alloc_cb) and every L3 partition in
+ * state P (p3_cb: its window holds a header page); checks H1-H5. */
+int part_walk(struct space *sp, void (*alloc_cb)(void *, uint64_t v, int level),
+	      void (*p3_cb)(void *, uint64_t v), void *arg, struct part_stats *st,
+	      fr_report_fn report, void *rarg);
+/* Level of the allocated partition at v, or -1 if v is not an allocated partition. */
+int part_level_at(struct space *sp, uint64_t v);
+
+/* ---- mapping cache (vspace.c) ------------------------------------------- */
+
+int vs_init(struct space *sp);
+void vs_fini(struct space *sp);
+/* Makes [v, v+len) accessible at sp->vbase + v according to the PPT. */
+int vs_ensure(struct space *sp, uint64_t v, uint64_t len);
+static inline int vs_ready(struct space *sp, uint64_t v, uint64_t len)
+{
+	uint64_t w0 = v >> 21, w1 = (v + len - 1) >> 21;
+	for (uint64_t w = w0; w <= w1; w++)
+		if (__atomic_load_n(&sp->wstate[w], __ATOMIC_ACQUIRE) != VS_MAPPED)
+			return 0;
+	return 1;
+}
+static inline void *vs_addr(struct space *sp, uint64_t v)
+{
+	return sp->vbase + v;
+}
+/* Deferred actions (tx_defer) after the PPT changed. */
+void vs_page_changed(struct space *sp, uint64_t v_page, uint64_t unused1, uint64_t unused2);
+void vs_window_changed(struct space *sp, uint64_t v_window, uint64_t nwindows, uint64_t unused);
+void vs_moved(struct space *sp, uint64_t src, uint64_t dst, uint64_t nwindows);
+
+#endif

@@ -1,0 +1,121 @@
+/*
+ * tx.h -- staging of one atomic update (a redo transaction).
+ *
+ * An operation that changes several persistent objects records every change
+ * here as (pool offset, 8-byte word) instead of storing it in place; reads of
+ * mutable metadata during the operation go through tx_get*(), which see the
+ * staged values first. meta/log.c turns the staged words into one
+ * fingerprinted log entry, commits it with one fence, applies it in place and
+ * retires it. Until then nothing in the pool has changed, so abandoning a
+ * transaction (tx_abort) needs no undo.
+ *
+ * Objects that are unreachable until the transaction commits (a freshly
+ * allocated page, pool block or array) may be initialised directly with
+ * pm_* stores; the caller then marks the transaction with tx_mark_fresh() so
+ * the commit fences that data before the log entry can become valid.
+ *
+ * The allocator lock (tx_lock_alloc) is held from the first allocator access
+ * until the transaction is retired or abandoned, so no other transaction can
+ * read allocator words this one has staged (see docs/contracts.md).
+ */
+#ifndef FERRITE_TX_H
+#define FERRITE_TX_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define TX_MAX_WORDS 3072 /* bound on words per transaction (log entry size) */
+#define TX_HASH_SLOTS 8192
+#define TX_MAX_DEFER 64
+#define TX_MAX_FREES 1024
+
+struct space;
+typedef void (*tx_defer_fn)(struct space *sp, uint64_t a, uint64_t b, uint64_t c);
+
+struct tx_defer {
+	tx_defer_fn fn;
+	uint64_t a, b, c;
+};
+
+/* A release of space staged by the transaction. Releases are carried out
+ * when the transaction is finalised, just before it is logged, so nothing an
+ * operation frees can be handed out again by the same operation while it is
+ * still reachable in the committed state. */
+struct tx_free {
+	tx_defer_fn fn;
+	uint64_t a, b, c;
+};
+
+struct tx {
+	char *base;                /* start of the pool's direct mapping */
+	struct space *sp;
+	uint32_t nwords;
+	uint32_t nhash_used;
+	int fresh;                 /* unreachable objects were written: fence first */
+	int overflow;              /* more words than TX_MAX_WORDS were staged */
+	pthread_mutex_t *alloc_lock;
+	int alloc_locked;
+	uint32_t ndefer;
+	uint64_t off[TX_MAX_WORDS]; /* staged word offsets, in first-staged order */
+	uint64_t val[TX_MAX_WORDS];
+	uint32_t slot[TX_HASH_SLOTS]; /* index+1 into off/val; 0 = empty */
+	uint32_t used_slots[TX_MAX_WORDS];
+	struct tx_defer defer[TX_MAX_DEFER];
+	uint32_t nfrees;
+	int finalizing;
+	struct tx_free frees[TX_MAX_FREES];
+};
+
+void tx_init(struct tx *tx, struct space *sp, char *base, pthread_mutex_t *alloc_lock);
+void tx_begin(struct tx *tx);
+/* Drops everything staged and releases the allocator lock. */
+void tx_abort(struct tx *tx);
+/* Called by the log after the entry is retired: run deferred actions, unlock. */
+void tx_finish(struct tx *tx);
+
+/* Stores the staged words in place without a log (mkfs of an unpublished
+ * pool only), then finishes the transaction. */
+void tx_apply_unlogged(struct tx *tx);
+
+void tx_lock_alloc(struct tx *tx);
+static inline void tx_mark_fresh(struct tx *tx)
+{
+	tx->fresh = 1;
+}
+static inline int tx_empty(const struct tx *tx)
+{
+	return tx->nwords == 0;
+}
+/* -E2BIG if the transaction outgrew a log entry. */
+static inline int tx_status(const struct tx *tx)
+{
+	return tx->overflow ? -7 /* -E2BIG */ : 0;
+}
+
+static inline uint64_t tx_off(const struct tx *tx, const void *p)
+{
+	return (uint64_t)((const char *)p - tx->base);
+}
+
+void tx_set8(struct tx *tx, void *pm, uint64_t v);
+void tx_set(struct tx *tx, void *pm, const void *src, size_t len);
+void tx_set4(struct tx *tx, void *pm, uint32_t v);
+void tx_set2(struct tx *tx, void *pm, uint16_t v);
+void tx_set1(struct tx *tx, void *pm, uint8_t v);
+uint64_t tx_get8(struct tx *tx, const void *pm);
+void tx_get(struct tx *tx, const void *pm, void *dst, size_t len);
+uint32_t tx_get4(struct tx *tx, const void *pm);
+uint16_t tx_get2(struct tx *tx, const void *pm);
+uint8_t tx_get1(struct tx *tx, const void *pm);
+
+/* Queues a release (see struct tx_free); runs it at once while finalising. */
+void tx_free_later(struct tx *tx, tx_defer_fn fn, uint64_t a, uint64_t b, uint64_t c);
+/* Carries out the queued releases (meta/log.c calls it before logging). */
+void tx_finalize(struct tx *tx);
+
+/* Runs fn(sp, a, b, c) after the transaction is applied (volatile follow-up
+ * such as updating the process's mappings). */
+void tx_defer(struct tx *tx, tx_defer_fn fn, uint64_t a, uint64_t b, uint64_t c);
+
+#endif

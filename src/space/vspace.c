@@ -1,0 +1,351 @@
+/*
+ * vspace.c -- the process's view of the partition space: one reserved
+ * virtual range in which each 2 MiB window is mapped, on first access, to
+ * the pool memory the PPT names (ctFS populates the DRAM page table from the
+ * PPT on a fault; Ferrite does it on the first access through the file
+ * system, since it runs in user space).
+ *
+ * A window backed by one unit is one mmap of that unit; a small-file window
+ * maps its home unit whole and then maps the few pages that live elsewhere
+ * one by one (exceptions); a hole maps the zero page read-only. Adjacent
+ * mappings of consecutive pool offsets merge into one kernel VMA.
+ *
+ * Invariants: V1 a window marked VS_MAPPED maps every backed page of the
+ *               PPT's current entry to the right pool offset;
+ *             V2 the state of a window changes only under map_lock, and a
+ *               window is re-mapped only by a thread that holds the write
+ *               lock of the file owning the pages involved.
+ * Crash argument: volatile only; rebuilt lazily from the PPT after mount.
+ * Locking: map_lock (leaf lock), see docs/contracts.md#vspace.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "space/space.h"
+
+struct vs_exc {
+	uint64_t w; /* window index + 1; 0 = empty slot */
+	uint64_t bits[8];
+};
+
+static void *reserve_at(char *addr, size_t len)
+{
+	return mmap(addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
+		    -1, 0);
+}
+
+int vs_init(struct space *sp)
+{
+	size_t len = sp->vsize + FR_GIB;
+	void *r = mmap(NULL, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (r == MAP_FAILED)
+		return fr_err(-ENOMEM, "cannot reserve %zu bytes of address space for the files",
+			      len);
+	sp->vreserve = r;
+	sp->vreserve_len = len;
+	sp->vbase = (char *)FR_ALIGN_UP((uintptr_t)r, FR_GIB);
+	sp->nwindows = sp->vsize >> FR_UNIT_SHIFT;
+	void *ws = mmap(NULL, sp->nwindows, PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (ws == MAP_FAILED) {
+		munmap(r, len);
+		return fr_err(-ENOMEM, "cannot allocate the window table");
+	}
+	sp->wstate = ws;
+	pthread_mutex_init(&sp->map_lock, NULL);
+	sp->exc = NULL;
+	sp->nexc = sp->exc_cap = 0;
+	return 0;
+}
+
+void vs_fini(struct space *sp)
+{
+	if (sp->vreserve)
+		munmap(sp->vreserve, sp->vreserve_len);
+	if (sp->wstate)
+		munmap(sp->wstate, sp->nwindows);
+	free(sp->exc);
+	sp->vreserve = NULL;
+	sp->wstate = NULL;
+	sp->exc = NULL;
+	pthread_mutex_destroy(&sp->map_lock);
+}
+
+/* ---- exception bitmaps (pages of a small window away from its home) ---- */
+
+static struct vs_exc *exc_find(struct space *sp, uint64_t w, int create)
+{
+	if (!sp->exc_cap) {
+		if (!create)
+			return NULL;
+		sp->exc_cap = 64;
+		sp->exc = calloc(sp->exc_cap, sizeof(*sp->exc));
+		if (!sp->exc)
+			return sp->exc_cap = 0, NULL;
+	}
+	uint64_t mask = sp->exc_cap - 1;
+	for (uint64_t i = (w * 0x9e3779b97f4a7c15ULL >> 20) & mask;; i = (i + 1) & mask) {
+		if (sp->exc[i].w == w + 1)
+			return &sp->exc[i];
+		if (sp->exc[i].w == 0) {
+			if (!create)
+				return NULL;
+			if ((sp->nexc + 1) * 2 > sp->exc_cap) {
+				struct vs_exc *old = sp->exc;
+				uint64_t oc = sp->exc_cap;
+				sp->exc = calloc(oc * 2, sizeof(*sp->exc));
+				if (!sp->exc) {
+					sp->exc = old;
+					return NULL;
+				}
+				sp->exc_cap = oc * 2;
+				sp->nexc = 0;
+				for (uint64_t j = 0; j < oc; j++)
+					if (old[j].w) {
+						struct vs_exc *e = exc_find(sp, old[j].w - 1, 1);
+						memcpy(e->bits, old[j].bits, sizeof(e->bits));
+					}
+				free(old);
+				return exc_find(sp, w, 1);
+			}
+			sp->exc[i].w = w + 1;
+			memset(sp->exc[i].bits, 0, sizeof(sp->exc[i].bits));
+			sp->nexc++;
+			return &sp->exc[i];
+		}
+	}
+}
+
+static int exc_any(struct space *sp, uint64_t w)
+{
+	struct vs_exc *e = exc_find(sp, w, 0);
+	if (!e)
+		return 0;
+	for (int i = 0; i < 8; i++)
+		if (e->bits[i])
+			return 1;
+	return 0;
+}
+
+static void exc_drop(struct space *sp, uint64_t w)
+{
+	struct vs_exc *e = exc_find(sp, w, 0);
+	if (e)
+		memset(e->bits, 0, sizeof(e->bits)); /* slot stays, cheaper than deletion */
+}
+
+/* ---- mapping primitives -------------------------------------------------- */
+
+static int map_pool(struct space *sp, uint64_t v, uint64_t len, uint64_t pool_off, int populate)
+{
+	struct pool *p = sp->pool;
+	int flags = p->map_flags | MAP_FIXED | (populate ? MAP_POPULATE : 0);
+	void *m = mmap(sp->vbase + v, len, PROT_READ | PROT_WRITE, flags, p->fd, (off_t)pool_off);
+	if (m == MAP_FAILED)
+		return fr_err(-ENOMEM, "cannot map file pages: %s", strerror(errno));
+	if (p->kind == POOL_TMPFS && len >= FR_UNIT_SIZE)
+		madvise(m, len, MADV_HUGEPAGE);
+	sp->stat_mmaps++;
+	return 0;
+}
+
+static int map_zero(struct space *sp, uint64_t v, uint64_t len)
+{
+	void *m = mmap(sp->vbase + v, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	if (m == MAP_FAILED)
+		return fr_err(-ENOMEM, "cannot map a hole: %s", strerror(errno));
+	sp->stat_mmaps++;
+	return 0;
+}
+
+static void unmap_window(struct space *sp, uint64_t w)
+{
+	reserve_at(sp->vbase + (w << FR_UNIT_SHIFT), FR_UNIT_SIZE);
+	exc_drop(sp, w);
+	__atomic_store_n(&sp->wstate[w], VS_UNMAPPED, __ATOMIC_RELEASE);
+}
+
+static int map_table_window(struct space *sp, uint64_t w, struct sp_ptable *pt)
+{
+	uint64_t v = w << FR_UNIT_SHIFT;
+	uint64_t home = pt->pt_home;
+	int rc = 0;
+	if (home) {
+		rc = map_pool(sp, v, FR_UNIT_SIZE, home, 0);
+		if (rc)
+			return rc;
+	}
+	struct vs_exc *e = NULL;
+	for (unsigned o = 0; o < 512;) {
+		uint64_t pg = pt->pt_pte[o];
+		if (!pg || (home && pg == (home >> FR_PAGE_SHIFT) + o)) {
+			o++;
+			continue;
+		}
+		unsigned n = 1;
+		while (o + n < 512 && pt->pt_pte[o + n] == pg + n &&
+		       !(home && pt->pt_pte[o + n] == (home >> FR_PAGE_SHIFT) + o + n))
+			n++;
+		rc = map_pool(sp, v + ((uint64_t)o << FR_PAGE_SHIFT), (uint64_t)n << FR_PAGE_SHIFT,
+			      pg << FR_PAGE_SHIFT, 0);
+		if (rc)
+			return rc;
+		if (home) {
+			if (!e)
+				e = exc_find(sp, w, 1);
+			if (!e)
+				return -ENOMEM;
+			for (unsigned j = o; j < o + n; j++)
+				e->bits[j >> 6] |= 1ULL << (j & 63);
+		}
+		o += n;
+	}
+	return 0;
+}
+
+static int map_window(struct space *sp, uint64_t w)
+{
+	uint64_t v = w << FR_UNIT_SHIFT;
+	uint64_t went = ppt_window(sp, v);
+	int rc;
+	switch (went & PPT_TYPE_MASK) {
+	case PPT_HUGE:
+		rc = map_pool(sp, v, FR_UNIT_SIZE, went & ~PPT_TYPE_MASK, !sp->pool->huge);
+		break;
+	case PPT_TABLE:
+		rc = map_table_window(sp, w, ppt_table(sp, went));
+		break;
+	default:
+		rc = map_zero(sp, v, FR_UNIT_SIZE);
+		break;
+	}
+	if (rc == 0)
+		__atomic_store_n(&sp->wstate[w], VS_MAPPED, __ATOMIC_RELEASE);
+	return rc;
+}
+
+int vs_ensure(struct space *sp, uint64_t v, uint64_t len)
+{
+	if (len == 0)
+		return 0;
+	uint64_t w0 = v >> FR_UNIT_SHIFT, w1 = (v + len - 1) >> FR_UNIT_SHIFT;
+	for (uint64_t w = w0; w <= w1; w++) {
+		if (__atomic_load_n(&sp->wstate[w], __ATOMIC_ACQUIRE) == VS_MAPPED)
+			continue;
+		pthread_mutex_lock(&sp->map_lock);
+		int rc = 0;
+		if (sp->wstate[w] != VS_MAPPED)
+			rc = map_window(sp, w);
+		pthread_mutex_unlock(&sp->map_lock);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+/* ---- follow-ups after a PPT change (run from tx_finish) ---------------- */
+
+void vs_page_changed(struct space *sp, uint64_t vp, uint64_t u1, uint64_t u2)
+{
+	if (!sp->wstate)
+		return; /* mkfs: nothing is mapped yet */
+	uint64_t w = vp >> FR_UNIT_SHIFT;
+	pthread_mutex_lock(&sp->map_lock);
+	if (sp->wstate[w] != VS_MAPPED)
+		goto out;
+	uint64_t went = ppt_window(sp, vp);
+	if ((went & PPT_TYPE_MASK) != PPT_TABLE) {
+		unmap_window(sp, w);
+		goto out;
+	}
+	struct sp_ptable *pt = ppt_table(sp, went);
+	unsigned o = (unsigned)((vp >> FR_PAGE_SHIFT) & 511);
+	uint64_t pg = pt->pt_pte[o];
+	uint64_t home = pt->pt_home;
+	if (!pg)
+		goto out;
+	if (home && pg == (home >> FR_PAGE_SHIFT) + o) {
+		struct vs_exc *e = exc_find(sp, w, 0);
+		if (e && (e->bits[o >> 6] >> (o & 63)) & 1) {
+			if (map_pool(sp, vp, FR_PAGE_SIZE, pg << FR_PAGE_SHIFT, 0))
+				unmap_window(sp, w);
+			else
+				e->bits[o >> 6] &= ~(1ULL << (o & 63));
+		}
+		goto out;
+	}
+	if (map_pool(sp, vp, FR_PAGE_SIZE, pg << FR_PAGE_SHIFT, 0)) {
+		unmap_window(sp, w); /* fall back to a lazy full re-map */
+		goto out;
+	}
+	if (home) {
+		struct vs_exc *e = exc_find(sp, w, 1);
+		if (e)
+			e->bits[o >> 6] |= 1ULL << (o & 63);
+		else
+			unmap_window(sp, w);
+	}
+out:
+	pthread_mutex_unlock(&sp->map_lock);
+}
+
+void vs_window_changed(struct space *sp, uint64_t vw, uint64_t n, uint64_t u)
+{
+	if (!sp->wstate)
+		return; /* mkfs: nothing is mapped yet */
+	pthread_mutex_lock(&sp->map_lock);
+	for (uint64_t w = vw >> FR_UNIT_SHIFT, end = w + n; w < end; w++)
+		if (sp->wstate[w] != VS_UNMAPPED)
+			unmap_window(sp, w);
+	pthread_mutex_unlock(&sp->map_lock);
+}
+
+/* Moves established mappings along with a ppt_move (ctFS pswap): mremap keeps
+ * the page-table entries, so the moved data is not faulted in again. */
+void vs_moved(struct space *sp, uint64_t src, uint64_t dst, uint64_t n)
+{
+	if (!sp->wstate)
+		return; /* mkfs: nothing is mapped yet */
+	pthread_mutex_lock(&sp->map_lock);
+	uint64_t ws = src >> FR_UNIT_SHIFT, wd = dst >> FR_UNIT_SHIFT;
+	for (uint64_t i = 0; i < n; i++) {
+		if (sp->wstate[wd + i] != VS_UNMAPPED)
+			unmap_window(sp, wd + i);
+	}
+	for (uint64_t i = 0; i < n;) {
+		if (sp->wstate[ws + i] != VS_MAPPED || exc_any(sp, ws + i)) {
+			if (sp->wstate[ws + i] != VS_UNMAPPED)
+				unmap_window(sp, ws + i);
+			i++;
+			continue;
+		}
+		uint64_t run = 1;
+		while (i + run < n && sp->wstate[ws + i + run] == VS_MAPPED &&
+		       !exc_any(sp, ws + i + run))
+			run++;
+		char *from = sp->vbase + ((ws + i) << FR_UNIT_SHIFT);
+		char *to = sp->vbase + ((wd + i) << FR_UNIT_SHIFT);
+		size_t len = run << FR_UNIT_SHIFT;
+		void *m = mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+		if (m == MAP_FAILED && run > 1) {
+			run = 1; /* spans several VMAs: move window by window */
+			len = FR_UNIT_SIZE;
+			m = mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+		}
+		if (m == MAP_FAILED) {
+			unmap_window(sp, ws + i);
+			i++;
+			continue;
+		}
+		sp->stat_mremaps++;
+		reserve_at(from, len); /* mremap left a hole in the reservation */
+		for (uint64_t j = 0; j < run; j++) {
+			__atomic_store_n(&sp->wstate[ws + i + j], VS_UNMAPPED, __ATOMIC_RELEASE);
+			__atomic_store_n(&sp->wstate[wd + i + j], VS_MAPPED, __ATOMIC_RELEASE);
+		}
+		i += run;
+	}
+	pthread_mutex_unlock(&sp->map_lock);
+}
