@@ -24,6 +24,7 @@
  * Locking: the directory's inode lock (read for lookup/readdir, write for
  *   changes); see docs/contracts.md.
  */
+#include <emmintrin.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,11 +72,62 @@ size_t dent_name(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, char 
 	return len;
 }
 
+/* The entries of a small array or of one bucket, with their fingerprints
+ * and used mask: every search goes through this view. */
+struct slots {
+	uint64_t *used;
+	uint8_t *fp;
+	struct fr_dentry *ent;
+	unsigned cap;
+};
+
+static void slots_of_bucket(struct fr_bucket *b, struct slots *s)
+{
+	s->used = &b->db_used;
+	s->fp = b->db_fp;
+	s->ent = b->db_ent;
+	s->cap = DB_SLOTS;
+}
+
+static int slots_of_small(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct slots *s)
+{
+	uint64_t arr = rd8(tx, &dir->i_dents);
+	if (!arr)
+		return 0;
+	struct fr_darray *da = meta_ptr(&fs->m, arr);
+	s->used = &da->da_used;
+	s->fp = da->da_fp;
+	s->ent = da->da_ent;
+	s->cap = class_cap(tx ? tx_get1(tx, &dir->i_dclass) : dir->i_dclass);
+	return 1;
+}
+
+static uint64_t cap_mask(unsigned cap)
+{
+	return cap >= 64 ? ~0ULL : (1ULL << cap) - 1;
+}
+
+/* Used slots whose fingerprint is that of hash a or of hash b. */
+static uint64_t slots_match(struct tx *tx, const struct slots *s, uint64_t a, uint64_t b)
+{
+	uint8_t fp[64];
+	if (tx)
+		tx_get(tx, s->fp, fp, sizeof(fp));
+	else
+		memcpy(fp, s->fp, sizeof(fp));
+	__m128i va = _mm_set1_epi8((char)dent_fp(a)), vb = _mm_set1_epi8((char)dent_fp(b));
+	uint64_t m = 0;
+	for (int k = 0; k < 4; k++) {
+		__m128i v = _mm_loadu_si128((const __m128i *)(fp + 16 * k));
+		__m128i e = _mm_or_si128(_mm_cmpeq_epi8(v, va), _mm_cmpeq_epi8(v, vb));
+		m |= (uint64_t)(uint16_t)_mm_movemask_epi8(e) << (16 * k);
+	}
+	return m & rd8(tx, s->used) & cap_mask(s->cap);
+}
+
 static int dent_is(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, const char *name,
 		   size_t len, uint64_t h)
 {
-	if (!rd8(tx, &d->d_ino))
-		return 0;
 	uint64_t dh = rd8(tx, &d->d_hash);
 	if (dh < h || dh >= h + DIR_PROBE)
 		return 0;
@@ -85,6 +137,39 @@ static int dent_is(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, con
 	char buf[FS_NAME_MAX + 1];
 	dent_name(fs, tx, d, buf);
 	return memcmp(buf, name, len) == 0;
+}
+
+static struct fr_dentry *slots_find(ferrite_fs *fs, struct tx *tx, const struct slots *s,
+				    const char *name, size_t len, uint64_t h)
+{
+	uint64_t m = slots_match(tx, s, h, h + DIR_PROBE - 1);
+	while (m) {
+		int i = __builtin_ctzll(m);
+		m &= m - 1;
+		if (dent_is(fs, tx, &s->ent[i], name, len, h))
+			return &s->ent[i];
+	}
+	return NULL;
+}
+
+static int slots_has_hash(struct tx *tx, const struct slots *s, uint64_t v)
+{
+	uint64_t m = slots_match(tx, s, v, v);
+	while (m) {
+		int i = __builtin_ctzll(m);
+		m &= m - 1;
+		if (rd8(tx, &s->ent[i].d_hash) == v)
+			return 1;
+	}
+	return 0;
+}
+
+/* Stages dentry img into free slot i of s. */
+static void slots_put(struct tx *tx, const struct slots *s, int i, const struct fr_dentry *img)
+{
+	tx_set(tx, &s->ent[i], img, sizeof(*img));
+	tx_set1(tx, &s->fp[i], dent_fp(img->d_hash));
+	tx_set8(tx, s->used, tx_get8(tx, s->used) | (1ULL << i));
 }
 
 /* ---- large directories: page access ------------------------------------ */
@@ -100,15 +185,10 @@ static struct fr_dirhdr *dhdr(ferrite_fs *fs, struct tx *tx, struct fr_inode *di
 	return dpage(fs, tx, dir, 0);
 }
 
-static uint32_t dh_depth(struct tx *tx, struct fr_dirhdr *h)
-{
-	return rd4(tx, &h->dh_depth);
-}
-
 static struct fr_bucket *bucket_for(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir,
 				    struct fr_dirhdr *h, uint64_t hash)
 {
-	uint32_t g = dh_depth(tx, h);
+	uint32_t g = rd4(tx, &h->dh_depth);
 	uint64_t slot = g ? hash >> (63 - g) : 0;
 	uint32_t apg = rd4(tx, &h->dh_array[slot / DH_SLOTS_PER_PAGE]);
 	uint32_t *arr = dpage(fs, tx, dir, apg);
@@ -118,9 +198,22 @@ static struct fr_bucket *bucket_for(ferrite_fs *fs, struct tx *tx, struct fr_ino
 	return dpage(fs, tx, dir, bpg);
 }
 
-static int large_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
-			size_t len, uint64_t h, struct fr_dentry **out)
+static int is_large(struct tx *tx, struct fr_inode *dir)
 {
+	return (tx ? tx_get1(tx, &dir->i_dkind) : dir->i_dkind) == I_DIR_LARGE;
+}
+
+int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
+	       size_t len, struct fr_dentry **out)
+{
+	uint64_t h = fr_name_hash(fs->hash_seed, name, len);
+	struct slots s;
+	if (!is_large(tx, dir)) {
+		if (!slots_of_small(fs, tx, dir, &s))
+			return -ENOENT;
+		*out = slots_find(fs, tx, &s, name, len, h);
+		return *out ? 0 : -ENOENT;
+	}
 	struct fr_dirhdr *hd = dhdr(fs, tx, dir);
 	if (!hd)
 		return -EUCLEAN;
@@ -128,65 +221,24 @@ static int large_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, con
 	struct fr_bucket *b2 = bucket_for(fs, tx, dir, hd, h + DIR_PROBE - 1);
 	struct fr_bucket *bs[2] = {b1, b2 == b1 ? NULL : b2};
 	for (int k = 0; k < 2; k++) {
-		struct fr_bucket *b = bs[k];
-		if (!b)
+		if (!bs[k])
 			continue;
-		uint64_t used = rd8(tx, &b->db_used);
-		while (used) {
-			int i = __builtin_ctzll(used);
-			used &= used - 1;
-			if (dent_is(fs, tx, &b->db_ent[i], name, len, h)) {
-				*out = &b->db_ent[i];
-				return 0;
-			}
-		}
-	}
-	return -ENOENT;
-}
-
-int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
-	       size_t len, struct fr_dentry **out)
-{
-	uint64_t h = fr_name_hash(fs->hash_seed, name, len);
-	uint8_t kind = tx ? tx_get1(tx, &dir->i_dkind) : dir->i_dkind;
-	if (kind == I_DIR_LARGE)
-		return large_lookup(fs, tx, dir, name, len, h, out);
-	uint64_t arr = rd8(tx, &dir->i_dents);
-	if (!arr)
-		return -ENOENT;
-	struct fr_darray *da = meta_ptr(&fs->m, arr);
-	uint32_t cap = class_cap(tx ? tx_get1(tx, &dir->i_dclass) : dir->i_dclass);
-	for (uint32_t i = 0; i < cap; i++)
-		if (dent_is(fs, tx, &da->da_ent[i], name, len, h)) {
-			*out = &da->da_ent[i];
+		slots_of_bucket(bs[k], &s);
+		if ((*out = slots_find(fs, tx, &s, name, len, h)))
 			return 0;
-		}
+	}
 	return -ENOENT;
 }
 
 /* Is the stored hash value v taken in this directory? */
 static int hash_taken(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint64_t v)
 {
-	if (tx_get1(tx, &dir->i_dkind) == I_DIR_LARGE) {
-		struct fr_bucket *b = bucket_for(fs, tx, dir, dhdr(fs, tx, dir), v);
-		uint64_t used = tx_get8(tx, &b->db_used);
-		while (used) {
-			int i = __builtin_ctzll(used);
-			used &= used - 1;
-			if (tx_get8(tx, &b->db_ent[i].d_hash) == v)
-				return 1;
-		}
+	struct slots s;
+	if (is_large(tx, dir))
+		slots_of_bucket(bucket_for(fs, tx, dir, dhdr(fs, tx, dir), v), &s);
+	else if (!slots_of_small(fs, tx, dir, &s))
 		return 0;
-	}
-	uint64_t arr = tx_get8(tx, &dir->i_dents);
-	if (!arr)
-		return 0;
-	struct fr_darray *da = meta_ptr(&fs->m, arr);
-	uint32_t cap = class_cap(tx_get1(tx, &dir->i_dclass));
-	for (uint32_t i = 0; i < cap; i++)
-		if (tx_get8(tx, &da->da_ent[i].d_ino) && tx_get8(tx, &da->da_ent[i].d_hash) == v)
-			return 1;
-	return 0;
+	return slots_has_hash(tx, &s, v);
 }
 
 static int pick_hash(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
@@ -220,30 +272,44 @@ static int grow_pages(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint3
 	return 0;
 }
 
-static void write_fresh(ferrite_fs *fs, struct tx *tx, void *dst, const void *src, size_t len)
+static void write_fresh(struct tx *tx, void *dst, const void *src, size_t len)
 {
 	pm_copy_nt(dst, src, len);
 	tx_mark_fresh(tx);
 }
 
+/* Places an entry in a bucket image being built (fresh page). */
+static void bucket_add(struct fr_bucket *b, const struct fr_dentry *e)
+{
+	int s = b->db_count++;
+	b->db_ent[s] = *e;
+	b->db_fp[s] = dent_fp(e->d_hash);
+	b->db_used |= 1ULL << s;
+}
+
 /* Builds a large directory from the entries of a full small one. */
 static int convert_to_large(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 {
+	struct slots s;
+	slots_of_small(fs, tx, dir, &s);
 	uint64_t arr = tx_get8(tx, &dir->i_dents);
-	struct fr_darray *da = meta_ptr(&fs->m, arr);
-	uint32_t cap = class_cap(tx_get1(tx, &dir->i_dclass));
-	struct fr_dentry *ents = malloc(sizeof(*ents) * cap);
-	if (!ents)
+	struct fr_dentry *ents = malloc(sizeof(*ents) * s.cap);
+	struct fr_bucket *img = malloc(sizeof(*img));
+	if (!ents || !img) {
+		free(ents);
+		free(img);
 		return -ENOMEM;
+	}
 	uint32_t n = 0;
-	for (uint32_t i = 0; i < cap; i++) {
-		tx_get(tx, &da->da_ent[i], &ents[n], sizeof(ents[n]));
-		if (ents[n].d_ino)
-			n++;
+	uint64_t used = tx_get8(tx, s.used) & cap_mask(s.cap);
+	while (used) {
+		int i = __builtin_ctzll(used);
+		used &= used - 1;
+		tx_get(tx, &s.ent[i], &ents[n++], sizeof(*ents));
 	}
 	uint32_t g = 1;
 	for (;; g++) {
-		uint32_t cnt[1u << 6] = {0};
+		uint32_t cnt[64] = {0};
 		int ok = 1;
 		for (uint32_t i = 0; i < n && ok; i++)
 			ok = ++cnt[ents[i].d_hash >> (63 - g)] <= DB_SLOTS - DIR_SPLIT_SLACK;
@@ -251,62 +317,50 @@ static int convert_to_large(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 			break;
 	}
 	uint32_t nb = 1u << g, npages = 2 + nb;
-	/* The directory gets a partition; pages are written before commit. */
+	/* The directory gets a partition; its pages are written before commit. */
 	int rc = dp_prepare(fs, tx, dir, 0, (uint64_t)npages << FR_PAGE_SHIFT, 0);
-	if (rc) {
-		free(ents);
-		return rc;
-	}
-	union pageimg {
+	if (rc)
+		goto out;
+	union {
 		struct fr_dirhdr h;
 		uint32_t a[DH_SLOTS_PER_PAGE];
-		struct fr_bucket b;
-	};
-	union pageimg *ip = malloc(sizeof(*ip));
-	if (!ip) {
-		free(ents);
-		return -ENOMEM;
-	}
-#define img (*ip)
-	memset(&img, 0, sizeof(img));
-	img.h.dh_magic = DH_MAGIC;
-	img.h.dh_depth = g;
-	img.h.dh_npages = npages;
-	img.h.dh_narray = 1;
-	img.h.dh_array[0] = 1;
-	write_fresh(fs, tx, dpage(fs, tx, dir, 0), &img, FR_PAGE_SIZE);
-	memset(&img, 0, sizeof(img));
+	} *page = (void *)img; /* a page-sized scratch buffer */
+	memset(page, 0, FR_PAGE_SIZE);
+	page->h.dh_magic = DH_MAGIC;
+	page->h.dh_depth = g;
+	page->h.dh_npages = npages;
+	page->h.dh_narray = 1;
+	page->h.dh_array[0] = 1;
+	write_fresh(tx, dpage(fs, tx, dir, 0), page, FR_PAGE_SIZE);
+	memset(page, 0, FR_PAGE_SIZE);
 	for (uint32_t i = 0; i < nb; i++)
-		img.a[i] = 2 + i;
-	write_fresh(fs, tx, dpage(fs, tx, dir, 1), &img, FR_PAGE_SIZE);
+		page->a[i] = 2 + i;
+	write_fresh(tx, dpage(fs, tx, dir, 1), page, FR_PAGE_SIZE);
 	for (uint32_t b = 0; b < nb; b++) {
-		memset(&img, 0, sizeof(img));
-		img.b.db_magic = DB_MAGIC;
-		img.b.db_depth = (uint16_t)g;
-		img.b.db_prefix = b;
-		for (uint32_t i = 0; i < n; i++) {
-			if ((ents[i].d_hash >> (63 - g)) != b)
-				continue;
-			int s = img.b.db_count++;
-			img.b.db_ent[s] = ents[i];
-			img.b.db_used |= 1ULL << s;
-		}
-		write_fresh(fs, tx, dpage(fs, tx, dir, 2 + b), &img, FR_PAGE_SIZE);
+		memset(img, 0, sizeof(*img));
+		img->db_magic = DB_MAGIC;
+		img->db_depth = (uint16_t)g;
+		img->db_prefix = b;
+		for (uint32_t i = 0; i < n; i++)
+			if ((ents[i].d_hash >> (63 - g)) == b)
+				bucket_add(img, &ents[i]);
+		write_fresh(tx, dpage(fs, tx, dir, 2 + b), img, FR_PAGE_SIZE);
 	}
-#undef img
-	free(ip);
-	free(ents);
 	mp_free(&fs->m, tx, (enum mp_id)tx_get1(tx, &dir->i_dclass), arr);
 	tx_set8(tx, &dir->i_dents, 0);
 	tx_set1(tx, &dir->i_dkind, I_DIR_LARGE);
 	tx_set8(tx, &dir->i_size, (uint64_t)npages << FR_PAGE_SHIFT);
-	return 0;
+out:
+	free(ents);
+	free(img);
+	return rc;
 }
 
 static int grow_small(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 {
-	uint64_t arr = tx_get8(tx, &dir->i_dents);
-	int cls = arr ? tx_get1(tx, &dir->i_dclass) : -1;
+	struct slots old;
+	int have = slots_of_small(fs, tx, dir, &old);
+	int cls = have ? tx_get1(tx, &dir->i_dclass) : -1;
 	if (cls == MP_DENT64)
 		return convert_to_large(fs, tx, dir);
 	int ncls = cls < 0 ? MP_DENT16 : cls + 1;
@@ -314,25 +368,28 @@ static int grow_small(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 	int rc = mp_alloc(&fs->m, tx, (enum mp_id)ncls, &noff);
 	if (rc)
 		return rc;
-	struct fr_darray *nd = meta_ptr(&fs->m, noff);
-	uint32_t ncap = class_cap(ncls);
-	/* The new array was free in the committed state: fill it directly. */
-	size_t body = (size_t)ncap * sizeof(struct fr_dentry);
-	char *img = calloc(1, body);
+	/* The new array was free in the committed state (frees are deferred,
+	 * tx.h): fill it directly, then link it in the transaction. */
+	size_t bytes = mp_entry_size[ncls] - sizeof(struct mp_oob);
+	struct fr_darray *img = calloc(1, mp_entry_size[ncls]);
 	if (!img)
 		return -ENOMEM;
-	if (arr) {
-		struct fr_darray *od = meta_ptr(&fs->m, arr);
-		uint32_t ocap = class_cap(cls), j = 0;
-		for (uint32_t i = 0; i < ocap; i++) {
-			struct fr_dentry e;
-			tx_get(tx, &od->da_ent[i], &e, sizeof(e));
-			if (e.d_ino)
-				memcpy(img + (j++) * sizeof(e), &e, sizeof(e));
+	if (have) {
+		uint64_t used = tx_get8(tx, old.used) & cap_mask(old.cap);
+		int j = 0;
+		while (used) {
+			int i = __builtin_ctzll(used);
+			used &= used - 1;
+			tx_get(tx, &old.ent[i], &img->da_ent[j], sizeof(struct fr_dentry));
+			img->da_fp[j] = dent_fp(img->da_ent[j].d_hash);
+			img->da_used |= 1ULL << j;
+			j++;
 		}
-		mp_free(&fs->m, tx, (enum mp_id)cls, arr);
+		mp_free(&fs->m, tx, (enum mp_id)cls, tx_get8(tx, &dir->i_dents));
 	}
-	write_fresh(fs, tx, nd->da_ent, img, body);
+	struct fr_darray *nd = meta_ptr(&fs->m, noff);
+	write_fresh(tx, (char *)nd + sizeof(struct mp_oob), (char *)img + sizeof(struct mp_oob),
+		    bytes);
 	free(img);
 	tx_set8(tx, &dir->i_dents, noff);
 	tx_set1(tx, &dir->i_dclass, (uint8_t)ncls);
@@ -367,7 +424,7 @@ static int double_array(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 	for (uint64_t s = 0; s < nslots; s++)
 		nw[s] = old[s >> 1];
 	for (uint32_t i = 0; i < npg; i++) {
-		write_fresh(fs, tx, dpage(fs, tx, dir, first + i), nw + (size_t)i * DH_SLOTS_PER_PAGE,
+		write_fresh(tx, dpage(fs, tx, dir, first + i), nw + (size_t)i * DH_SLOTS_PER_PAGE,
 			    FR_PAGE_SIZE);
 		tx_set4(tx, &h->dh_array[i], first + i);
 	}
@@ -400,13 +457,12 @@ static int split_bucket(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uin
 	b = bucket_for(fs, tx, dir, h, v);
 	uint32_t g = tx_get4(tx, &h->dh_depth);
 	uint64_t prefix = tx_get8(tx, &b->db_prefix);
-	struct fr_bucket *nbp = calloc(1, sizeof(*nbp));
-	if (!nbp)
+	struct fr_bucket *nb = calloc(1, sizeof(*nb));
+	if (!nb)
 		return -ENOMEM;
-#define nb (*nbp)
-	nb.db_magic = DB_MAGIC;
-	nb.db_depth = (uint16_t)(d + 1);
-	nb.db_prefix = (prefix << 1) | 1;
+	nb->db_magic = DB_MAGIC;
+	nb->db_depth = (uint16_t)(d + 1);
+	nb->db_prefix = (prefix << 1) | 1;
 	uint64_t used = tx_get8(tx, &b->db_used), keep = used;
 	while (used) {
 		int i = __builtin_ctzll(used);
@@ -415,14 +471,11 @@ static int split_bucket(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uin
 		tx_get(tx, &b->db_ent[i], &e, sizeof(e));
 		if (((e.d_hash >> (62 - d)) & 1) == 0)
 			continue;
-		int s = nb.db_count++;
-		nb.db_ent[s] = e;
-		nb.db_used |= 1ULL << s;
+		bucket_add(nb, &e);
 		keep &= ~(1ULL << i);
 	}
-	write_fresh(fs, tx, dpage(fs, tx, dir, npage), &nb, sizeof(nb));
-#undef nb
-	free(nbp);
+	write_fresh(tx, dpage(fs, tx, dir, npage), nb, sizeof(*nb));
+	free(nb);
 	tx_set8(tx, &b->db_used, keep);
 	tx_set2(tx, &b->db_count, (uint16_t)__builtin_popcountll(keep));
 	tx_set2(tx, &b->db_depth, (uint16_t)(d + 1));
@@ -437,14 +490,15 @@ static int split_bucket(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uin
 	return tx_status(tx) ? fr_err(-ENOSPC, "directory split too large") : 0;
 }
 
+/* Finds (making room if needed) the slot set that will hold name; returns
+ * the stored hash to use. */
 static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
-			size_t len, uint64_t *hash)
+			size_t len, uint64_t *hash, struct slots *s)
 {
 	for (int tries = 0; tries < 64; tries++) {
-		if (tx_get1(tx, &dir->i_dkind) != I_DIR_LARGE) {
-			uint64_t arr = tx_get8(tx, &dir->i_dents);
-			uint32_t cap = arr ? class_cap(tx_get1(tx, &dir->i_dclass)) : 0;
-			if (arr && tx_get8(tx, &dir->i_nentries) < cap)
+		if (!is_large(tx, dir)) {
+			if (slots_of_small(fs, tx, dir, s) &&
+			    tx_get8(tx, &dir->i_nentries) < s->cap)
 				return pick_hash(fs, tx, dir, name, len, hash);
 			int rc = grow_small(fs, tx, dir);
 			if (rc)
@@ -457,8 +511,10 @@ static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, con
 		struct fr_bucket *b = bucket_for(fs, tx, dir, dhdr(fs, tx, dir), *hash);
 		if (!b)
 			return -EUCLEAN;
-		if (tx_get8(tx, &b->db_used) != (1ULL << DB_SLOTS) - 1)
+		if ((tx_get8(tx, &b->db_used) & cap_mask(DB_SLOTS)) != cap_mask(DB_SLOTS)) {
+			slots_of_bucket(b, s);
 			return 0;
+		}
 		rc = split_bucket(fs, tx, dir, *hash);
 		if (rc)
 			return rc;
@@ -470,7 +526,8 @@ int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 	       uint64_t ino, unsigned type)
 {
 	uint64_t hash;
-	int rc = prepare_slot(fs, tx, dir, name, len, &hash);
+	struct slots s;
+	int rc = prepare_slot(fs, tx, dir, name, len, &hash, &s);
 	if (rc)
 		return rc;
 	struct fr_dentry img;
@@ -482,9 +539,8 @@ int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 	if (len <= D_INLINE_NAME) {
 		memcpy(img.d_name, name, len);
 	} else {
-		enum mp_id pid = name_pool_for(len);
 		uint64_t noff;
-		rc = mp_alloc(&fs->m, tx, pid, &noff);
+		rc = mp_alloc(&fs->m, tx, name_pool_for(len), &noff);
 		if (rc)
 			return rc;
 		struct fr_name *n = meta_ptr(&fs->m, noff);
@@ -492,24 +548,12 @@ int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 		img.d_flags = D_EXTNAME;
 		img.d_name_off = noff;
 	}
-	struct fr_dentry *slot = NULL;
-	if (tx_get1(tx, &dir->i_dkind) == I_DIR_LARGE) {
-		struct fr_bucket *b = bucket_for(fs, tx, dir, dhdr(fs, tx, dir), hash);
-		uint64_t used = tx_get8(tx, &b->db_used);
-		int i = __builtin_ctzll(~used);
-		slot = &b->db_ent[i];
-		tx_set8(tx, &b->db_used, used | (1ULL << i));
+	int i = __builtin_ctzll(~(tx_get8(tx, s.used) | ~cap_mask(s.cap)));
+	slots_put(tx, &s, i, &img);
+	if (is_large(tx, dir)) {
+		struct fr_bucket *b = (struct fr_bucket *)((uintptr_t)s.used & ~(uintptr_t)4095);
 		tx_set2(tx, &b->db_count, (uint16_t)(tx_get2(tx, &b->db_count) + 1));
-	} else {
-		struct fr_darray *da = meta_ptr(&fs->m, tx_get8(tx, &dir->i_dents));
-		uint32_t cap = class_cap(tx_get1(tx, &dir->i_dclass));
-		for (uint32_t i = 0; i < cap && !slot; i++)
-			if (!tx_get8(tx, &da->da_ent[i].d_ino))
-				slot = &da->da_ent[i];
-		if (!slot)
-			return -EUCLEAN;
 	}
-	tx_set(tx, slot, &img, sizeof(img));
 	tx_set8(tx, &dir->i_nentries, tx_get8(tx, &dir->i_nentries) + 1);
 	return tx_status(tx) ? fr_err(-ENOSPC, "operation too large") : 0;
 }
@@ -520,14 +564,17 @@ void dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_d
 		uint64_t noff = tx_get8(tx, &d->d_name_off);
 		mp_free(&fs->m, tx, name_pool_for(tx_get1(tx, &d->d_namelen)), noff);
 	}
-	if (tx_get1(tx, &dir->i_dkind) == I_DIR_LARGE) {
-		/* The dentry lives in a bucket page: find its slot from its address. */
-		uintptr_t page = (uintptr_t)d & ~(uintptr_t)(FR_PAGE_SIZE - 1);
-		struct fr_bucket *b = (struct fr_bucket *)page;
-		int i = (int)(((uintptr_t)d - (uintptr_t)b->db_ent) / sizeof(*d));
-		tx_set8(tx, &b->db_used, tx_get8(tx, &b->db_used) & ~(1ULL << i));
+	struct slots s;
+	if (is_large(tx, dir)) {
+		/* The dentry lives in a bucket page: find the page from its address. */
+		struct fr_bucket *b = (struct fr_bucket *)((uintptr_t)d & ~(uintptr_t)4095);
+		slots_of_bucket(b, &s);
 		tx_set2(tx, &b->db_count, (uint16_t)(tx_get2(tx, &b->db_count) - 1));
+	} else {
+		slots_of_small(fs, tx, dir, &s);
 	}
+	int i = (int)(d - s.ent);
+	tx_set8(tx, s.used, tx_get8(tx, s.used) & ~(1ULL << i));
 	tx_set8(tx, &d->d_ino, 0);
 	tx_set8(tx, &dir->i_nentries, tx_get8(tx, &dir->i_nentries) - 1);
 }
@@ -589,13 +636,15 @@ int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_b
 	int n = 0;
 	*next = FR_HASH_MAX + 1;
 	if (dir->i_dkind != I_DIR_LARGE) {
-		if (!dir->i_dents)
+		struct slots s;
+		if (!slots_of_small(fs, NULL, dir, &s))
 			return 0;
-		struct fr_darray *da = meta_ptr(&fs->m, dir->i_dents);
-		uint32_t c = class_cap(dir->i_dclass);
-		for (uint32_t i = 0; i < c; i++)
-			if (da->da_ent[i].d_ino)
-				take(fs, &da->da_ent[i], &tmp[n++]);
+		uint64_t used = *s.used & cap_mask(s.cap);
+		while (used) {
+			int i = __builtin_ctzll(used);
+			used &= used - 1;
+			take(fs, &s.ent[i], &tmp[n++]);
+		}
 		int k = emit(tmp, n, cookie, out, cap, next, FR_HASH_MAX + 1);
 		return k < 0 ? -k - 1 : k;
 	}
@@ -630,11 +679,16 @@ int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_b
 
 /* ---- checking ------------------------------------------------------------ */
 
-static int check_dent(ferrite_fs *fs, const struct fr_dentry *d, void (*cb)(void *, uint64_t,
-									    const char *, unsigned),
-		      void *arg, fr_report_fn report, void *rarg, uint64_t dino)
+static int check_dent(ferrite_fs *fs, const struct fr_dentry *d, uint8_t fp,
+		      void (*cb)(void *, uint64_t, const char *, unsigned), void *arg,
+		      fr_report_fn report, void *rarg, uint64_t dino)
 {
 	char name[FS_NAME_MAX + 1];
+	if (!d->d_ino || fp != dent_fp(d->d_hash)) {
+		fr_report(report, rarg, "directory %llu: entry slot damaged (inode or fingerprint)",
+			  (unsigned long long)dino);
+		return 1;
+	}
 	if (d->d_namelen == 0) {
 		fr_report(report, rarg, "directory %llu: entry with an empty name",
 			  (unsigned long long)dino);
@@ -685,12 +739,20 @@ int dir_check(ferrite_fs *fs, struct fr_inode *dir,
 				  (unsigned long long)dino);
 			return bad + 1;
 		}
-		struct fr_darray *da = meta_ptr(&fs->m, dir->i_dents);
-		for (uint32_t i = 0; i < class_cap(dir->i_dclass); i++)
-			if (da->da_ent[i].d_ino) {
-				count++;
-				bad += check_dent(fs, &da->da_ent[i], ent_cb, arg, report, rarg, dino);
-			}
+		struct slots s = {0};
+		slots_of_small(fs, NULL, dir, &s);
+		if (*s.used & ~cap_mask(s.cap)) {
+			fr_report(report, rarg, "directory %llu: used mask beyond the array",
+				  (unsigned long long)dino);
+			bad++;
+		}
+		uint64_t used = *s.used & cap_mask(s.cap);
+		while (used) {
+			int i = __builtin_ctzll(used);
+			used &= used - 1;
+			count++;
+			bad += check_dent(fs, &s.ent[i], s.fp[i], ent_cb, arg, report, rarg, dino);
+		}
 	} else {
 		struct fr_dirhdr *h = dhdr(fs, NULL, dir);
 		if (!h || h->dh_magic != DH_MAGIC || h->dh_depth > 30 ||
@@ -740,7 +802,7 @@ int dir_check(ferrite_fs *fs, struct fr_inode *dir,
 						  (unsigned long long)dino);
 					bad++;
 				}
-				bad += check_dent(fs, d, ent_cb, arg, report, rarg, dino);
+				bad += check_dent(fs, d, b->db_fp[i], ent_cb, arg, report, rarg, dino);
 			}
 		}
 	}

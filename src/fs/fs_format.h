@@ -79,20 +79,29 @@ struct fr_name {
 	char n_bytes[];
 };
 
+/* A one-byte fingerprint of each entry's stored hash (bits 8-15) sits in
+ * the header of its array or bucket, so a lookup reads one or two cache
+ * lines to find its few candidates instead of every dentry. */
+static inline uint8_t dent_fp(uint64_t hash)
+{
+	return (uint8_t)(hash >> 8);
+}
+
 /* Small directory: a metadata-pool entry of 16, 32 or 64 dentries. */
 struct fr_darray {
 	struct mp_oob da_oob;
-	uint8_t da_pad[48];
+	uint8_t da_fp[64];
+	uint64_t da_used; /* bit i: da_ent[i] holds an entry */
+	uint8_t da_pad[40];
 	struct fr_dentry da_ent[];
 };
+_Static_assert(offsetof(struct fr_darray, da_ent) == 128, "array header is two lines");
 
 /* Large directory: extendible hashing inside the directory's partition.
  * Page 0 is the header; array pages map hash prefixes to bucket pages. */
 #define DH_MAGIC 0x5249444847524c46ULL /* "FLRGHDIR" */
 #define DH_MAX_ARRAY 1018
 #define DH_SLOTS_PER_PAGE 1024
-#define DB_MAGIC 0x544b4342u /* "BCKT" */
-#define DB_SLOTS 63
 struct fr_dirhdr {
 	uint64_t dh_magic;
 	uint32_t dh_depth;   /* global depth: slot = hash >> (63 - depth) */
@@ -103,12 +112,15 @@ struct fr_dirhdr {
 };
 _Static_assert(sizeof(struct fr_dirhdr) <= 4096, "dir header is a page");
 
+#define DB_MAGIC 0x544b4342u /* "BCKT" */
+#define DB_SLOTS 62
 struct fr_bucket {
 	uint32_t db_magic;
 	uint16_t db_depth; /* local depth */
 	uint16_t db_count;
 	uint64_t db_used;  /* bit i: db_ent[i] holds an entry */
 	uint64_t db_prefix;/* hash prefix (db_depth bits) served by this bucket */
+	uint8_t db_fp[64]; /* fingerprints of the entries (dent_fp) */
 	uint8_t db_pad[40];
 	struct fr_dentry db_ent[DB_SLOTS];
 };

@@ -26,9 +26,11 @@
 #include "fs/fs.h"
 #include "persist/pm.h"
 
+/* File times come from the coarse clock, as in the Linux VFS (current_time):
+ * a tick's resolution, stored to the nanosecond, at a fifth of the cost. */
 void fs_now(struct timespec *ts)
 {
-	clock_gettime(CLOCK_REALTIME, ts);
+	clock_gettime(CLOCK_REALTIME_COARSE, ts);
 }
 
 static unsigned stripe_of(uint64_t ino)

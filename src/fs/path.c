@@ -84,15 +84,10 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 	if (plen >= FS_PATH_MAX)
 		return fr_err(-ENAMETOOLONG, "path longer than %d bytes", FS_PATH_MAX - 1);
 	const struct fs_cred *cred = cred_get();
-	/* Work buffer: symlink targets are spliced in front of the rest. */
-	char *buf = malloc(2 * FS_PATH_MAX + 2), *tgt = malloc(FS_PATH_MAX + 1);
-	if (!buf || !tgt) {
-		free(buf);
-		free(tgt);
-		return -ENOMEM;
-	}
-	memcpy(buf, path, plen + 1);
-	char *p = buf;
+	/* The path is parsed in place; a work buffer is needed only once a
+	 * symlink's target must be spliced in front of the rest. */
+	char *buf = NULL, *tgt = NULL;
+	const char *p = path;
 	uint64_t cur = fs->root_ino;
 	int links = 0, rc = 0;
 	memset(nd, 0, sizeof(*nd));
@@ -108,7 +103,7 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 			nd->trailing_slash = 1;
 			break;
 		}
-		char *comp = p;
+		const char *comp = p;
 		while (*p && *p != '/')
 			p++;
 		size_t len = (size_t)(p - comp);
@@ -117,7 +112,7 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 				    FS_NAME_MAX);
 			break;
 		}
-		char *rest = p;
+		const char *rest = p;
 		while (*rest == '/')
 			rest++;
 		int last = *rest == 0;
@@ -156,6 +151,14 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 			if (++links > FS_MAX_SYMLINKS) {
 				rc = fr_err(-ELOOP, "too many levels of symbolic links");
 				break;
+			}
+			if (!buf) {
+				buf = malloc(2 * FS_PATH_MAX + 2);
+				tgt = malloc(FS_PATH_MAX + 1);
+				if (!buf || !tgt) {
+					rc = -ENOMEM;
+					break;
+				}
 			}
 			size_t tlen;
 			rc = read_link_target(fs, child, tgt, FS_PATH_MAX, &tlen);

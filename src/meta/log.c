@@ -80,7 +80,6 @@ void log_fini(struct meta *m)
 	for (uint32_t i = 0; i < m->nlogs; i++) {
 		free(m->logs[i].tx);
 		free(m->logs[i].ebuf);
-		free(m->logs[i].order);
 	}
 	free(m->logs);
 	m->logs = NULL;
@@ -101,14 +100,11 @@ struct log_ctx *log_acquire(struct meta *m)
 	if (!lc->tx) {
 		lc->tx = malloc(sizeof(*lc->tx));
 		lc->ebuf = malloc(m->sb->sb_log_size);
-		lc->order = malloc(sizeof(uint32_t) * TX_MAX_WORDS);
-		if (!lc->tx || !lc->ebuf || !lc->order) {
+		if (!lc->tx || !lc->ebuf) {
 			free(lc->tx);
 			free(lc->ebuf);
-			free(lc->order);
 			lc->tx = NULL;
 			lc->ebuf = NULL;
-			lc->order = NULL;
 			log_release(m, lc);
 			return NULL;
 		}
@@ -127,34 +123,25 @@ void log_release(struct meta *m, struct log_ctx *lc)
 	pthread_mutex_unlock(&m->log_lock);
 }
 
-static int cmp_off(const void *a, const void *b, void *arg)
+/* Serialises the staged words as runs of consecutive words, in the order
+ * they were staged: multi-word stores (tx_set) are staged in address order,
+ * so runs form without sorting. Returns bytes, or ~0 if it does not fit. */
+static uint64_t build_runs(struct tx *tx, char *out, uint64_t cap, uint32_t *nruns)
 {
-	const uint64_t *off = arg;
-	uint64_t x = off[*(const uint32_t *)a], y = off[*(const uint32_t *)b];
-	return x < y ? -1 : x > y;
-}
-
-/* Serialises the staged words as runs of consecutive words; returns bytes. */
-static uint64_t build_runs(struct tx *tx, uint32_t *order, char *out, uint64_t cap,
-			   uint32_t *nruns)
-{
-	for (uint32_t i = 0; i < tx->nwords; i++)
-		order[i] = i;
-	qsort_r(order, tx->nwords, sizeof(order[0]), cmp_off, tx->off);
 	uint64_t len = 0;
 	*nruns = 0;
 	for (uint32_t i = 0; i < tx->nwords;) {
 		uint32_t n = 1;
-		while (i + n < tx->nwords && tx->off[order[i + n]] == tx->off[order[i]] + 8ULL * n)
+		while (i + n < tx->nwords && tx->off[i + n] == tx->off[i] + 8ULL * n)
 			n++;
 		uint64_t need = sizeof(struct log_run) + 8ULL * n;
 		if (len + need > cap)
 			return ~0ULL;
-		struct log_run r = {.lr_off = tx->off[order[i]], .lr_nwords = n};
+		struct log_run r = {.lr_off = tx->off[i], .lr_nwords = n};
 		memcpy(out + len, &r, sizeof(r));
 		len += sizeof(r);
-		for (uint32_t j = 0; j < n; j++, len += 8)
-			memcpy(out + len, &tx->val[order[i + j]], 8);
+		memcpy(out + len, &tx->val[i], 8ULL * n);
+		len += 8ULL * n;
 		(*nruns)++;
 		i += n;
 	}
@@ -202,7 +189,7 @@ int log_commit(struct meta *m, struct log_ctx *lc)
 	struct log_entry *e = (struct log_entry *)buf;
 	char *runs = buf + sizeof(*e);
 	uint32_t nruns;
-	uint64_t len = build_runs(tx, lc->order, runs, cap, &nruns);
+	uint64_t len = build_runs(tx, runs, cap, &nruns);
 	if (len == ~0ULL) {
 		tx_abort(tx);
 		return fr_err(-ENOSPC, "operation too large for one log entry");

@@ -16,7 +16,6 @@ struct log_ctx {
 	struct log_slot *slot;
 	struct tx *tx;        /* staging buffer bound to this slot */
 	char *ebuf;           /* entry image built before it is copied to the slot */
-	uint32_t *order;      /* scratch: staged words sorted by offset */
 	uint32_t index;
 	uint32_t next_free;   /* free-list link (volatile) */
 };

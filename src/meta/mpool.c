@@ -24,7 +24,7 @@
 
 const uint32_t mp_entry_size[MP_COUNT] = {
 	[MP_INODE] = 256,   [MP_NAME64] = 64,    [MP_NAME128] = 128,  [MP_NAME192] = 192,
-	[MP_NAME272] = 272, [MP_DENT16] = 1088, [MP_DENT32] = 2112, [MP_DENT64] = 4160,
+	[MP_NAME272] = 272, [MP_DENT16] = 1152, [MP_DENT32] = 2176, [MP_DENT64] = 4224,
 };
 
 static uint32_t entries_per_block(uint32_t esize)

@@ -30,6 +30,7 @@
  * Locking: sp->alloc_lock for the tree and the buddy allocator.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "persist/pm.h"
@@ -74,11 +75,18 @@ static unsigned child_state(struct tx *tx, struct sp_ptable *h, int level, int i
 	return (tx_get2(tx, &h->ph[level].ph_states) >> (2 * i)) & 3;
 }
 
-static void set_child_state(struct tx *tx, struct sp_ptable *h, int level, int i, unsigned s)
+static uint16_t child_mask(struct tx *tx, struct sp_ptable *h, int level, int i)
+{
+	return tx_get2(tx, &h->ph[level].ph_cmask[i]);
+}
+
+/* Sets child i of the P partition with header h at level to E or A. */
+static void set_child_leaf(struct tx *tx, struct sp_ptable *h, int level, int i, unsigned s)
 {
 	uint16_t st = tx_get2(tx, &h->ph[level].ph_states);
 	st = (uint16_t)((st & ~(3u << (2 * i))) | (s << (2 * i)));
 	tx_set2(tx, &h->ph[level].ph_states, st);
+	tx_set2(tx, &h->ph[level].ph_cmask[i], s == PH_E ? MASK_BELOW(level) : 0);
 }
 
 static uint16_t l3_mask_of(struct tx *tx, struct sp_ptable *h)
@@ -90,40 +98,20 @@ static uint16_t l3_mask_of(struct tx *tx, struct sp_ptable *h)
 	return n < l3_capacity(c) ? (uint16_t)(1u << c) : 0;
 }
 
-/* Mask of the P partition (v, level). */
-static uint16_t p_mask(struct tx *tx, uint64_t v, int level)
+/* The mask a P partition should have, from its own header (H3). */
+static uint16_t own_mask(struct tx *tx, struct sp_ptable *h, int level)
 {
-	struct sp_ptable *h = hdr_page(tx, v);
-	if (!h)
-		return 0;
 	if (level == SP_L3)
-		return tx_get2(tx, &h->l3_mask);
-	return tx_get2(tx, &h->ph[level].ph_mask);
-}
-
-static uint16_t child_mask(struct tx *tx, struct sp_ptable *h, uint64_t v, int level, int i)
-{
-	switch (child_state(tx, h, level, i)) {
-	case PH_E:
-		return MASK_BELOW(level); /* levels 0..level-1 */
-	case PH_P:
-		return p_mask(tx, v + (uint64_t)i * sp_level_size(level - 1), level - 1);
-	default:
-		return 0;
-	}
-}
-
-static void recompute_mask(struct tx *tx, uint64_t v, int level)
-{
-	struct sp_ptable *h = hdr_page(tx, v);
-	if (level == SP_L3) {
-		tx_set2(tx, &h->l3_mask, l3_mask_of(tx, h));
-		return;
-	}
+		return l3_mask_of(tx, h);
 	uint16_t m = 0;
 	for (int i = 0; i < 8; i++)
-		m |= child_mask(tx, h, v, level, i);
-	tx_set2(tx, &h->ph[level].ph_mask, m);
+		m |= child_mask(tx, h, level, i);
+	return m;
+}
+
+static uint16_t *mask_slot(struct sp_ptable *h, int level)
+{
+	return level == SP_L3 ? &h->l3_mask : &h->ph[level].ph_mask;
 }
 
 /* A whole unit for the window's home: page 0 becomes the header page, the
@@ -151,31 +139,37 @@ static int split(struct tx *tx, uint64_t v, int level, int child_level)
 	uint64_t *slot = ppt_window_slot(tx, v, 1, &err);
 	if (!slot)
 		return err;
+	if (tx_get8(tx, slot) != PPT_NONE)
+		return -EUCLEAN; /* an empty partition has no backing (H4) */
 	uint64_t home;
 	int64_t pg = alloc_header_page(tx, &home);
 	if (pg < 0)
 		return (int)pg;
 	uint64_t off = (uint64_t)pg << FR_PAGE_SHIFT;
-	struct sp_ptable *h = (struct sp_ptable *)sp_ptr(sp, off);
 	/* Fresh page, unreachable until the PPT entry below commits. */
-	struct sp_ptable img;
-	memset(&img, 0, sizeof(img));
-	img.pt_pte[0] = (uint32_t)pg;
-	img.pt_magic = PT_MAGIC;
-	img.pt_home = home;
-	img.pt_vaddr = v;
-	img.pt_npages = 1;
-	img.pt_flags = PT_F_HEADER;
-	img.l3_child_level = (uint8_t)child_level;
-	img.l3_nalloc = 1;
-	img.l3_bitmap[0] = 1; /* child 0 holds this header */
-	img.l3_mask = L3_EMPTY_MASK;
+	struct sp_ptable *img = calloc(1, sizeof(*img));
+	if (!img)
+		return -ENOMEM;
+	img->pt_pte[0] = (uint32_t)pg;
+	img->pt_magic = PT_MAGIC;
+	img->pt_home = home;
+	img->pt_vaddr = v;
+	img->pt_npages = 1;
+	img->pt_flags = PT_F_HEADER;
+	img->l3_child_level = (uint8_t)child_level;
+	img->l3_nalloc = 1;
+	img->l3_bitmap[0] = 1; /* child 0 holds this header */
+	img->l3_mask = L3_EMPTY_MASK;
 	for (int l = SP_L3 + 1; l <= level; l++) {
-		img.ph[l].ph_states = PH_P; /* child 0 P, children 1..7 E */
-		img.ph[l].ph_mask = MASK_BELOW(l);
-		img.ph[l].ph_present = 1;
+		img->ph[l].ph_states = PH_P; /* child 0 P, children 1..7 E */
+		img->ph[l].ph_mask = MASK_BELOW(l);
+		img->ph[l].ph_present = 1;
+		img->ph[l].ph_cmask[0] = MASK_BELOW(l - 1);
+		for (int i = 1; i < 8; i++)
+			img->ph[l].ph_cmask[i] = MASK_BELOW(l);
 	}
-	pm_copy_nt(h, &img, sizeof(img));
+	pm_copy_nt(sp_ptr(sp, off), img, sizeof(*img));
+	free(img);
 	tx_mark_fresh(tx);
 	tx_set8(tx, slot, off | PPT_TABLE);
 	return 0;
@@ -191,6 +185,100 @@ struct path_ent {
 	int level;
 };
 
+/* The P partitions from the root down to the one at (v, level). */
+static int path_to(struct tx *tx, uint64_t v, int level, struct path_ent *path)
+{
+	struct space *sp = tx->sp;
+	uint64_t a = 0;
+	int l = sp->top_level, depth = 0;
+	for (;;) {
+		path[depth++] = (struct path_ent){a, l};
+		if (l == level)
+			return depth;
+		struct sp_ptable *h = hdr_page(tx, a);
+		if (!h || l <= SP_L3)
+			return -EUCLEAN;
+		int i = (int)((v - a) / sp_level_size(l - 1));
+		if (child_state(tx, h, l, i) != PH_P)
+			return -EUCLEAN;
+		a += (uint64_t)i * sp_level_size(l - 1);
+		l--;
+	}
+}
+
+/* After the node at path[depth-1] changed, brings masks up to date towards
+ * the root, stopping as soon as one does not change (H3). */
+static void propagate(struct tx *tx, struct path_ent *path, int depth)
+{
+	for (int d = depth - 1; d >= 0; d--) {
+		struct sp_ptable *h = hdr_page(tx, path[d].v);
+		uint16_t nm = own_mask(tx, h, path[d].level);
+		uint16_t *slot = mask_slot(h, path[d].level);
+		if (tx_get2(tx, slot) == nm)
+			return;
+		tx_set2(tx, slot, nm);
+		if (d > 0) {
+			struct sp_ptable *ph = hdr_page(tx, path[d - 1].v);
+			int i = (int)((path[d].v - path[d - 1].v) / sp_level_size(path[d].level));
+			tx_set2(tx, &ph->ph[path[d - 1].level].ph_cmask[i], nm);
+		}
+	}
+}
+
+/* Takes a free child of the L3 whose header is h (child level n). */
+static int l3_take(struct tx *tx, struct sp_ptable *h, uint64_t v, int n, uint64_t *out)
+{
+	uint32_t nalloc = tx_get4(tx, &h->l3_nalloc);
+	if (nalloc <= 1) /* empty: may take any child size */
+		tx_set1(tx, &h->l3_child_level, (uint8_t)n);
+	else if (tx_get1(tx, &h->l3_child_level) != n)
+		return -EAGAIN;
+	uint64_t cap = l3_capacity(n);
+	for (uint64_t w = 0; w * 64 < cap; w++) {
+		uint64_t bits = tx_get8(tx, &h->l3_bitmap[w]);
+		uint64_t free = ~bits;
+		if (cap - w * 64 < 64)
+			free &= (1ULL << (cap - w * 64)) - 1;
+		if (!free)
+			continue;
+		uint64_t i = w * 64 + (uint64_t)__builtin_ctzll(free);
+		tx_set8(tx, &h->l3_bitmap[w], bits | (1ULL << (i & 63)));
+		tx_set4(tx, &h->l3_nalloc, nalloc + 1);
+		*out = v + i * sp_level_size(n);
+		return 0;
+	}
+	return -EAGAIN;
+}
+
+/* Fast path for small partitions: the L3 used last for this child level
+ * (volatile hint) usually has room; its ancestors only change when it
+ * fills up. */
+static int alloc_small_hinted(struct tx *tx, int n, uint64_t *out)
+{
+	struct space *sp = tx->sp;
+	uint64_t v = sp->l3_hint[n];
+	if (v == ~0ULL)
+		return -EAGAIN;
+	uint64_t went = ppt_window_tx(tx, v);
+	if ((went & PPT_TYPE_MASK) != PPT_TABLE)
+		return -EAGAIN;
+	struct sp_ptable *h = ppt_table(sp, went);
+	if (!(tx_get4(tx, &h->pt_flags) & PT_F_HEADER) || tx_get8(tx, &h->pt_vaddr) != v ||
+	    tx_get4(tx, &h->l3_nalloc) <= 1 || tx_get1(tx, &h->l3_child_level) != n)
+		return -EAGAIN;
+	uint16_t before = tx_get2(tx, &h->l3_mask);
+	if (l3_take(tx, h, v, n, out))
+		return -EAGAIN;
+	if (l3_mask_of(tx, h) != before) {
+		struct path_ent path[SP_MAX_LEVEL + 2];
+		int depth = path_to(tx, v, SP_L3, path);
+		if (depth < 0)
+			return depth;
+		propagate(tx, path, depth);
+	}
+	return 0;
+}
+
 int part_alloc(struct tx *tx, int n, uint64_t *out)
 {
 	struct space *sp = tx->sp;
@@ -199,9 +287,11 @@ int part_alloc(struct tx *tx, int n, uint64_t *out)
 	tx_lock_alloc(tx);
 	if (n < 0 || n >= sp->top_level)
 		return -EFBIG;
+	if (n < SP_L3 && alloc_small_hinted(tx, n, out) == 0)
+		return 0;
 	uint64_t v = 0;
 	int level = sp->top_level;
-	if (!(p_mask(tx, 0, level) & (1u << n)))
+	if (!(tx_get2(tx, mask_slot(hdr_page(tx, 0), level)) & (1u << n)))
 		return -ENOSPC;
 	for (;;) {
 		path[depth++] = (struct path_ent){v, level};
@@ -209,28 +299,15 @@ int part_alloc(struct tx *tx, int n, uint64_t *out)
 		if (!h)
 			return -EUCLEAN;
 		if (level == SP_L3) {
-			uint32_t nalloc = tx_get4(tx, &h->l3_nalloc);
-			if (nalloc <= 1) /* empty: may take any child size */
-				tx_set1(tx, &h->l3_child_level, (uint8_t)n);
-			else if (tx_get1(tx, &h->l3_child_level) != n)
+			if (l3_take(tx, h, v, n, out))
 				return -EUCLEAN;
-			uint64_t cap = l3_capacity(n);
-			for (uint64_t i = 1; i < cap; i++) {
-				uint64_t *w = &h->l3_bitmap[i >> 6];
-				uint64_t bits = tx_get8(tx, w);
-				if (bits & (1ULL << (i & 63)))
-					continue;
-				tx_set8(tx, w, bits | (1ULL << (i & 63)));
-				tx_set4(tx, &h->l3_nalloc, nalloc + 1);
-				*out = v + i * sp_level_size(n);
-				goto done;
-			}
-			return -EUCLEAN;
+			sp->l3_hint[n] = v;
+			break;
 		}
 		int pick = -1;
 		for (int i = 0; i < 8 && pick < 0; i++)
 			if (child_state(tx, h, level, i) == PH_P &&
-			    (child_mask(tx, h, v, level, i) & (1u << n)))
+			    (child_mask(tx, h, level, i) & (1u << n)))
 				pick = i;
 		if (pick >= 0) {
 			v += (uint64_t)pick * sp_level_size(level - 1);
@@ -244,20 +321,31 @@ int part_alloc(struct tx *tx, int n, uint64_t *out)
 			return -EUCLEAN; /* mask promised a partition that is not there */
 		uint64_t cv = v + (uint64_t)pick * sp_level_size(level - 1);
 		if (level - 1 == n) {
-			set_child_state(tx, h, level, pick, PH_A);
+			set_child_leaf(tx, h, level, pick, PH_A);
 			*out = cv;
-			goto done;
+			break;
 		}
 		rc = split(tx, cv, level - 1, n <= 2 ? n : 0);
 		if (rc)
 			return rc;
-		set_child_state(tx, h, level, pick, PH_P);
+		uint16_t st = tx_get2(tx, &h->ph[level].ph_states);
+		tx_set2(tx, &h->ph[level].ph_states,
+			(uint16_t)((st & ~(3u << (2 * pick))) | (PH_P << (2 * pick))));
+		tx_set2(tx, &h->ph[level].ph_cmask[pick], MASK_BELOW(level - 1));
 		v = cv;
 		level--;
 	}
-done:
-	for (int d = depth - 1; d >= 0; d--)
-		recompute_mask(tx, path[d].v, path[d].level);
+	/* The new chain's masks are exact; bring the ancestors up to date. */
+	for (int d = depth - 1; d > 0; d--) {
+		struct sp_ptable *h = hdr_page(tx, path[d].v);
+		uint16_t nm = own_mask(tx, h, path[d].level);
+		tx_set2(tx, mask_slot(h, path[d].level), nm);
+		struct sp_ptable *ph = hdr_page(tx, path[d - 1].v);
+		int i = (int)((path[d].v - path[d - 1].v) / sp_level_size(path[d].level));
+		tx_set2(tx, &ph->ph[path[d - 1].level].ph_cmask[i], nm);
+	}
+	struct sp_ptable *root = hdr_page(tx, 0);
+	tx_set2(tx, mask_slot(root, sp->top_level), own_mask(tx, root, sp->top_level));
 	return 0;
 }
 
@@ -284,50 +372,54 @@ static void collapse(struct tx *tx, uint64_t v)
 	bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, 0);
 	tx_set8(tx, slot, PPT_NONE);
 	tx_defer(tx, vs_window_changed, v, 1, 0);
+	for (int n = 0; n < 3; n++)
+		if (tx->sp->l3_hint[n] == v)
+			tx->sp->l3_hint[n] = ~0ULL;
 }
 
 void part_free(struct tx *tx, uint64_t v, int n)
 {
-	struct space *sp = tx->sp;
 	struct path_ent path[SP_MAX_LEVEL + 2];
-	int depth = 0;
 	tx_lock_alloc(tx);
-	uint64_t a = 0;
-	int level = sp->top_level;
-	/* Walk down to the parent of (v, n). */
-	for (;;) {
-		path[depth++] = (struct path_ent){a, level};
-		struct sp_ptable *h = hdr_page(tx, a);
-		if (level == SP_L3) {
-			uint64_t i = (v - a) / sp_level_size(n);
-			uint64_t *w = &h->l3_bitmap[i >> 6];
-			tx_set8(tx, w, tx_get8(tx, w) & ~(1ULL << (i & 63)));
-			tx_set4(tx, &h->l3_nalloc, tx_get4(tx, &h->l3_nalloc) - 1);
-			break;
-		}
-		int i = (int)((v - a) / sp_level_size(level - 1));
-		if (level - 1 == n) {
-			set_child_state(tx, h, level, i, PH_E);
-			break;
-		}
-		a += (uint64_t)i * sp_level_size(level - 1);
-		level--;
+	/* The parent: the L3 holding a small partition, else the P partition
+	 * one level up. */
+	int plevel = n < SP_L3 ? SP_L3 : n + 1;
+	uint64_t pv = v & ~(sp_level_size(plevel) - 1);
+	struct sp_ptable *h = hdr_page(tx, pv);
+	if (!h)
+		return;
+	int changed;
+	if (plevel == SP_L3) {
+		uint64_t i = (v - pv) / sp_level_size(n);
+		uint16_t before = tx_get2(tx, &h->l3_mask);
+		uint64_t *w = &h->l3_bitmap[i >> 6];
+		tx_set8(tx, w, tx_get8(tx, w) & ~(1ULL << (i & 63)));
+		tx_set4(tx, &h->l3_nalloc, tx_get4(tx, &h->l3_nalloc) - 1);
+		changed = l3_mask_of(tx, h) != before;
+	} else {
+		int i = (int)((v - pv) / sp_level_size(n));
+		set_child_leaf(tx, h, plevel, i, PH_E);
+		changed = 1;
 	}
+	if (!changed)
+		return; /* ancestors see nothing new */
+	int depth = path_to(tx, pv, plevel, path);
+	if (depth < 0)
+		return;
 	/* Collapse emptied P partitions that are not a first child (H2). */
 	int d = depth - 1;
 	while (d > 0) {
-		uint64_t pv = path[d].v;
-		int pl = path[d].level;
+		uint64_t cv = path[d].v;
+		int cl = path[d].level;
 		struct path_ent parent = path[d - 1];
-		int idx = (int)((pv - parent.v) / sp_level_size(pl));
-		if (idx == 0 || !p_empty(tx, pv, pl))
+		int idx = (int)((cv - parent.v) / sp_level_size(cl));
+		if (idx == 0 || !p_empty(tx, cv, cl))
 			break;
-		collapse(tx, pv);
-		set_child_state(tx, hdr_page(tx, parent.v), parent.level, idx, PH_E);
+		collapse(tx, cv);
+		set_child_leaf(tx, hdr_page(tx, parent.v), parent.level, idx, PH_E);
 		d--;
 	}
-	for (int k = d; k >= 0; k--)
-		recompute_mask(tx, path[k].v, path[k].level);
+	propagate(tx, path, d + 1);
 }
 
 int part_small_back(struct tx *tx, uint64_t vp, uint64_t *phys, int *fresh)

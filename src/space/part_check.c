@@ -115,9 +115,10 @@ static uint16_t walk_p(struct walk *w, uint64_t v, int level)
 	uint16_t m = 0, states = h->ph[level].ph_states;
 	for (int i = 0; i < 8; i++) {
 		uint64_t cv = v + (uint64_t)i * sp_level_size(level - 1);
+		uint16_t cm = 0;
 		switch ((states >> (2 * i)) & 3) {
 		case PH_E:
-			m |= MASK_BELOW(level);
+			cm = MASK_BELOW(level);
 			break;
 		case PH_A:
 			w->st->allocated[level - 1]++;
@@ -125,13 +126,20 @@ static uint16_t walk_p(struct walk *w, uint64_t v, int level)
 				w->alloc_cb(w->arg, cv, level - 1);
 			break;
 		case PH_P:
-			m |= walk_p(w, cv, level - 1);
+			cm = walk_p(w, cv, level - 1);
 			break;
 		default:
 			fr_report(w->report, w->rarg, "partition at %#llx: invalid child state",
 				  (unsigned long long)cv);
 			w->bad++;
 		}
+		if (cm != h->ph[level].ph_cmask[i]) {
+			fr_report(w->report, w->rarg,
+				  "partition at %#llx level %d: child %d availability wrong",
+				  (unsigned long long)v, level, i);
+			w->bad++;
+		}
+		m |= cm;
 	}
 	if (m != h->ph[level].ph_mask) {
 		fr_report(w->report, w->rarg, "partition at %#llx level %d: availability wrong",

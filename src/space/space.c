@@ -156,6 +156,8 @@ int sp_attach(struct space *sp, struct pool *p, uint64_t hdr_off)
 	sp->top_level = (int)sp->hdr->sph_top_level;
 	sp->vsize = sp->hdr->sph_vspace_size;
 	pthread_mutex_init(&sp->alloc_lock, NULL);
+	for (int n = 0; n < 3; n++)
+		sp->l3_hint[n] = ~0ULL;
 	return 0;
 }
 

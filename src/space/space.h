@@ -77,6 +77,7 @@ struct space {
 	int top_level;
 	uint64_t vsize;
 	pthread_mutex_t alloc_lock; /* buddy, partition tree, metadata pools */
+	uint64_t l3_hint[3];        /* volatile: L3 used last per child level */
 
 	/* vspace mapping cache (volatile) */
 	char *vbase;

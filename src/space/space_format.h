@@ -51,9 +51,10 @@ _Static_assert(sizeof(struct sp_header) <= 4096, "space header fits a page");
 #define PH_A 1u
 #define PH_P 2u
 struct sp_part_hdr {
-	uint16_t ph_states; /* 2 bits per child: PH_E / PH_A / PH_P */
-	uint16_t ph_mask;   /* bit n set: a level-n partition can be allocated below */
+	uint16_t ph_states;   /* 2 bits per child: PH_E / PH_A / PH_P */
+	uint16_t ph_mask;     /* bit n set: a level-n partition can be allocated below */
 	uint32_t ph_present;
+	uint16_t ph_cmask[8]; /* each child's mask, so ph_mask = OR of them */
 };
 struct sp_ptable {
 	uint32_t pt_pte[PPT_ENTRIES]; /* page numbers; 0 = not backed */
@@ -69,7 +70,7 @@ struct sp_ptable {
 	uint32_t l3_nalloc;     /* allocated children */
 	uint64_t l3_bitmap[8];  /* bit i: child i allocated; child 0 is this header */
 	struct sp_part_hdr ph[SP_MAX_LEVEL + 1]; /* headers of P partitions, by level */
-	uint8_t pt_pad[4096 - 2048 - 32 - 8 - 64 - 8 * (SP_MAX_LEVEL + 1) - 8];
+	uint8_t pt_pad[4096 - 2048 - 32 - 8 - 64 - 24 * (SP_MAX_LEVEL + 1) - 8];
 	uint64_t pt_replica; /* reserved for a second copy (dual-copy repair) */
 };
 _Static_assert(sizeof(struct sp_ptable) == 4096, "page table page is one page");

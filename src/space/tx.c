@@ -16,6 +16,9 @@
 
 void tx_init(struct tx *tx, struct space *sp, char *base, pthread_mutex_t *alloc_lock)
 {
+	memset(tx->page, 0, sizeof(tx->page));
+	tx->npages_used = 0;
+	tx->pages_overflow = 0;
 	tx->nfrees = 0;
 	tx->finalizing = 0;
 	memset(tx->slot, 0, sizeof(tx->slot));
@@ -32,6 +35,10 @@ void tx_init(struct tx *tx, struct space *sp, char *base, pthread_mutex_t *alloc
 
 static void tx_reset(struct tx *tx)
 {
+	for (uint32_t i = 0; i < tx->npages_used; i++)
+		tx->page[tx->page_used[i]] = 0;
+	tx->npages_used = 0;
+	tx->pages_overflow = 0;
 	tx->nfrees = 0;
 	tx->finalizing = 0;
 	for (uint32_t i = 0; i < tx->nhash_used; i++)
@@ -112,6 +119,46 @@ void tx_defer(struct tx *tx, tx_defer_fn fn, uint64_t a, uint64_t b, uint64_t c)
 	tx->defer[tx->ndefer++] = (struct tx_defer){fn, a, b, c};
 }
 
+static inline uint32_t page_hash(uint64_t pg)
+{
+	return (uint32_t)((pg * 0x9e3779b97f4a7c15ULL) >> 40) & (TX_PAGE_SLOTS - 1);
+}
+
+/* Remembers that the page holding off has staged words. */
+static void page_note(struct tx *tx, uint64_t off)
+{
+	uint64_t pg = (off >> 12) + 1;
+	if (tx->pages_overflow)
+		return;
+	for (uint32_t h = page_hash(pg);; h = (h + 1) & (TX_PAGE_SLOTS - 1)) {
+		if (tx->page[h] == pg)
+			return;
+		if (!tx->page[h]) {
+			if (tx->npages_used * 2 >= TX_PAGE_SLOTS) {
+				tx->pages_overflow = 1;
+				return;
+			}
+			tx->page[h] = pg;
+			tx->page_used[tx->npages_used++] = h;
+			return;
+		}
+	}
+}
+
+/* Could the page holding off have staged words? */
+static int page_staged(const struct tx *tx, uint64_t off)
+{
+	if (tx->pages_overflow)
+		return 1;
+	uint64_t pg = (off >> 12) + 1;
+	for (uint32_t h = page_hash(pg);; h = (h + 1) & (TX_PAGE_SLOTS - 1)) {
+		if (tx->page[h] == pg)
+			return 1;
+		if (!tx->page[h])
+			return 0;
+	}
+}
+
 static inline uint32_t tx_hash(uint64_t off)
 {
 	uint64_t h = (off >> 3) * 0x9e3779b97f4a7c15ULL;
@@ -147,6 +194,7 @@ static void tx_put_word(struct tx *tx, uint64_t off, uint64_t v)
 		tx->overflow = 1;
 		return;
 	}
+	page_note(tx, off);
 	tx->off[tx->nwords] = off;
 	tx->val[tx->nwords] = v;
 	tx->slot[h] = ++tx->nwords;
@@ -155,6 +203,8 @@ static void tx_put_word(struct tx *tx, uint64_t off, uint64_t v)
 
 static uint64_t tx_get_word(struct tx *tx, uint64_t off)
 {
+	if (!page_staged(tx, off))
+		return __atomic_load_n((const uint64_t *)(tx->base + off), __ATOMIC_RELAXED);
 	int i = tx_find(tx, off);
 	if (i >= 0)
 		return tx->val[i];
@@ -197,7 +247,13 @@ void tx_get(struct tx *tx, const void *pm, void *dst, size_t len)
 {
 	uint64_t off = tx_off(tx, pm);
 	unsigned char *d = dst;
-	if (tx->nwords == 0) {
+	if ((off & 7) + len <= 8) { /* within one word: the common small field */
+		uint64_t w = tx_get_word(tx, off & ~7ULL);
+		memcpy(d, (char *)&w + (off & 7), len);
+		return;
+	}
+	if (tx->nwords == 0 ||
+	    ((off >> 12) == ((off + len - 1) >> 12) && !page_staged(tx, off))) {
 		memcpy(dst, pm, len);
 		return;
 	}

@@ -29,6 +29,7 @@
 #define TX_HASH_SLOTS 8192
 #define TX_MAX_DEFER 64
 #define TX_MAX_FREES 1024
+#define TX_PAGE_SLOTS 1024 /* pages holding staged words (fast path for reads) */
 
 struct space;
 typedef void (*tx_defer_fn)(struct space *sp, uint64_t a, uint64_t b, uint64_t c);
@@ -61,6 +62,10 @@ struct tx {
 	uint64_t val[TX_MAX_WORDS];
 	uint32_t slot[TX_HASH_SLOTS]; /* index+1 into off/val; 0 = empty */
 	uint32_t used_slots[TX_MAX_WORDS];
+	uint64_t page[TX_PAGE_SLOTS]; /* page number + 1 of pages with staged words */
+	uint32_t page_used[TX_PAGE_SLOTS];
+	uint32_t npages_used;
+	int pages_overflow;           /* too many pages: always probe words */
 	struct tx_defer defer[TX_MAX_DEFER];
 	uint32_t nfrees;
 	int finalizing;
