@@ -172,28 +172,19 @@ static uint32_t entry_csum(const struct log_entry *e, const char *runs)
 	return fr_crc32c(c, runs, e->le_nbytes);
 }
 
-int log_commit(struct meta *m, struct log_ctx *lc)
+int log_stage(struct meta *m, struct log_ctx *lc)
 {
 	struct tx *tx = lc->tx;
 	tx_finalize(tx);
-	if (tx->overflow) {
-		tx_abort(tx);
+	if (tx->overflow)
 		return fr_err(-ENOSPC, "operation too large for one log entry");
-	}
-	if (tx_empty(tx)) {
-		tx_finish(tx);
-		return 0;
-	}
 	char *buf = lc->ebuf;
-	uint64_t cap = slot_capacity(m);
 	struct log_entry *e = (struct log_entry *)buf;
 	char *runs = buf + sizeof(*e);
 	uint32_t nruns;
-	uint64_t len = build_runs(tx, runs, cap, &nruns);
-	if (len == ~0ULL) {
-		tx_abort(tx);
+	uint64_t len = build_runs(tx, runs, slot_capacity(m), &nruns);
+	if (len == ~0ULL)
 		return fr_err(-ENOSPC, "operation too large for one log entry");
-	}
 	struct log_slot *s = lc->slot;
 	e->le_seq = s->ls_retired + 1;
 	e->le_magic = LE_MAGIC;
@@ -201,14 +192,41 @@ int log_commit(struct meta *m, struct log_ctx *lc)
 	e->le_nbytes = (uint32_t)len;
 	e->le_csum = 0;
 	e->le_csum = entry_csum(e, runs);
-
 	if (tx->fresh)
 		pm_fence(); /* ORDER: unreachable new objects before the entry */
 	pm_copy_nt(slot_entry(s), buf, sizeof(*e) + len);
 	pm_fence(); /* COMMIT POINT: the entry is complete and valid */
-	apply_runs(m, runs, len);
+	return 0;
+}
+
+void log_apply(struct meta *m, struct log_ctx *lc)
+{
+	const struct log_entry *e = (const struct log_entry *)lc->ebuf;
+	apply_runs(m, (const char *)(e + 1), e->le_nbytes);
 	pm_fence(); /* ORDER: in-place state before retiring the entry */
-	pm_publish8(&s->ls_retired, e->le_seq);
+}
+
+void log_retire(struct meta *m, struct log_ctx *lc)
+{
+	(void)m;
+	const struct log_entry *e = (const struct log_entry *)lc->ebuf;
+	pm_publish8(&lc->slot->ls_retired, e->le_seq);
+}
+
+int log_commit(struct meta *m, struct log_ctx *lc)
+{
+	struct tx *tx = lc->tx;
+	if (tx_empty(tx) && !tx->nfrees) {
+		tx_finish(tx);
+		return 0;
+	}
+	int rc = log_stage(m, lc);
+	if (rc) {
+		tx_abort(tx);
+		return rc;
+	}
+	log_apply(m, lc);
+	log_retire(m, lc);
 	tx_finish(tx);
 	return 0;
 }

@@ -59,10 +59,15 @@ void log_fini(struct meta *m);
 /* Acquires a free log slot with its transaction (blocks if all are busy). */
 struct log_ctx *log_acquire(struct meta *m);
 void log_release(struct meta *m, struct log_ctx *lc);
-/* COMMIT: writes the staged transaction as one fingerprinted entry (one
- * fence), applies it in place, retires it, then finishes the transaction.
- * On failure (-E2BIG) the transaction is abandoned and nothing changed. */
+/* COMMIT: log_stage + log_apply + log_retire, then finishes the
+ * transaction. On failure the transaction is abandoned and nothing changed. */
 int log_commit(struct meta *m, struct log_ctx *lc);
+/* The steps of a commit, one per crash window (tests drive them singly):
+ * stage writes the fingerprinted entry (COMMIT POINT at its fence), apply
+ * stores the words in place, retire makes the entry no longer replayable. */
+int log_stage(struct meta *m, struct log_ctx *lc);
+void log_apply(struct meta *m, struct log_ctx *lc);
+void log_retire(struct meta *m, struct log_ctx *lc);
 /* Mount-time recovery: replays every complete, unretired entry. Returns the
  * number replayed or -EUCLEAN. */
 int log_recover(struct meta *m);

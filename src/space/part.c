@@ -406,20 +406,19 @@ void part_free(struct tx *tx, uint64_t v, int n)
 	int depth = path_to(tx, pv, plevel, path);
 	if (depth < 0)
 		return;
-	/* Collapse emptied P partitions that are not a first child (H2). */
-	int d = depth - 1;
-	while (d > 0) {
-		uint64_t cv = path[d].v;
-		int cl = path[d].level;
+	/* Collapse emptied P partitions (H2): a first child cannot go alone, but
+	 * an emptied parent that is not a first child takes its whole chain. */
+	int top = depth - 1;
+	for (int d = depth - 1; d > 0 && p_empty(tx, path[d].v, path[d].level); d--) {
 		struct path_ent parent = path[d - 1];
-		int idx = (int)((cv - parent.v) / sp_level_size(cl));
-		if (idx == 0 || !p_empty(tx, cv, cl))
-			break;
-		collapse(tx, cv);
+		int idx = (int)((path[d].v - parent.v) / sp_level_size(path[d].level));
+		if (idx == 0)
+			continue;
+		collapse(tx, path[d].v);
 		set_child_leaf(tx, hdr_page(tx, parent.v), parent.level, idx, PH_E);
-		d--;
+		top = d - 1;
 	}
-	propagate(tx, path, d + 1);
+	propagate(tx, path, top + 1);
 }
 
 int part_small_back(struct tx *tx, uint64_t vp, uint64_t *phys, int *fresh)

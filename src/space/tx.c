@@ -303,6 +303,10 @@ uint8_t tx_get1(struct tx *tx, const void *pm)
 void tx_apply_unlogged(struct tx *tx)
 {
 	tx_finalize(tx);
+	if (tx->overflow) {
+		tx_abort(tx); /* callers check tx_status() before applying */
+		return;
+	}
 	/* Only for a pool that is not yet published (mkfs): no atomicity is
 	 * needed because the superblock that makes the pool valid is written
 	 * after everything else. */
