@@ -18,6 +18,7 @@
 #include <cpuid.h>
 #include <errno.h>
 #include <libpmem2.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -127,24 +128,64 @@ static int detect_granularity(struct pmem2_source *src)
 	return g;
 }
 
+/* libpmem2 hands out its persist functions through a map object. One small
+ * mapping per granularity is wrapped once and kept for the life of the
+ * process: the functions depend only on the CPU and the granularity, and
+ * libpmem2 1.12 does not free everything a wrapped map allocates, so
+ * wrapping each mount's mapping would leak a little per mount. */
+static struct {
+	void *page;
+	struct pmem2_map *map;
+} keep[3];
+static pthread_mutex_t keep_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static struct pmem2_map *map_for(int gran)
+{
+	if (keep[gran].map)
+		return keep[gran].map;
+	/* A page of its own, not of the pool: a mapping of the pool would keep
+	 * the pool's open file, and with it the single-opener lock, alive. */
+	int fd = memfd_create("ferrite-persist", MFD_CLOEXEC);
+	if (fd < 0)
+		return NULL;
+	struct pmem2_source *src;
+	if (ftruncate(fd, FR_PAGE_SIZE) || pmem2_source_from_fd(&src, fd)) {
+		close(fd);
+		return NULL;
+	}
+	void *page = mmap(NULL, FR_PAGE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	struct pmem2_map *map = NULL;
+	if (page != MAP_FAILED &&
+	    pmem2_map_from_existing(&map, src, page, FR_PAGE_SIZE, to_pmem2(gran)) == 0) {
+		keep[gran].page = page;
+		keep[gran].map = map;
+	} else if (page != MAP_FAILED) {
+		munmap(page, FR_PAGE_SIZE);
+	}
+	pmem2_source_delete(&src);
+	close(fd);
+	return map;
+}
+
 int pm_setup(int fd, void *addr, size_t len, int gran, void **handle)
 {
-	struct pmem2_source *src;
-	struct pmem2_map *map;
+	(void)addr;
+	(void)len;
 	*handle = NULL;
-	if (pmem2_source_from_fd(&src, fd))
-		return fr_err(-EINVAL, "libpmem2 cannot use this pool: %s", pmem2_errormsg());
 	int forced = gran_from_env();
-	if (forced >= 0)
+	if (forced >= 0) {
 		gran = forced;
-	else if (gran < 0)
+	} else if (gran < 0) {
+		struct pmem2_source *src;
+		if (pmem2_source_from_fd(&src, fd))
+			return fr_err(-EINVAL, "libpmem2 cannot use this pool: %s", pmem2_errormsg());
 		gran = detect_granularity(src);
-	int rc = pmem2_map_from_existing(&map, src, addr, len, to_pmem2(gran));
-	pmem2_source_delete(&src);
-	if (rc)
-		return fr_err(-EINVAL, "libpmem2 cannot wrap the pool mapping: %s", pmem2_errormsg());
-	/* The strictest granularity mounted so far decides the functions. */
-	if (!pm_configured || gran > (int)pm_funcs.gran || pm_funcs.flush == fallback_flush) {
+		pmem2_source_delete(&src);
+	}
+	pthread_mutex_lock(&keep_lock);
+	struct pmem2_map *map = map_for(gran);
+	if (map && (!pm_configured || gran > (int)pm_funcs.gran)) {
+		/* The strictest granularity mounted so far decides the functions. */
 		pm_funcs.flush = pmem2_get_flush_fn(map);
 		pm_funcs.drain = pmem2_get_drain_fn(map);
 		pm_funcs.memcpy = pmem2_get_memcpy_fn(map);
@@ -152,18 +193,15 @@ int pm_setup(int fd, void *addr, size_t len, int gran, void **handle)
 		pm_funcs.gran = gran;
 		pm_configured = 1;
 	}
-	*handle = map;
+	pthread_mutex_unlock(&keep_lock);
+	if (!map)
+		return fr_err(-EINVAL, "libpmem2 cannot wrap the pool mapping: %s", pmem2_errormsg());
 	return 0;
 }
 
 void pm_teardown(void *handle)
 {
-	struct pmem2_map *map = handle;
-	if (!map)
-		return;
-	/* The functions stay valid: they are CPU instructions (or msync of an
-	 * address), not state of the map object. */
-	pmem2_map_delete(&map);
+	(void)handle; /* the wrapped maps live as long as the process */
 }
 
 const char *pm_describe(void)

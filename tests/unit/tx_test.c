@@ -30,7 +30,9 @@ static int staged_reads_and_no_early_writes(void)
 	sfix_apply(&f);
 	CHECK_EQ((unsigned char)pm[9], 0x44);
 	CHECK_EQ((unsigned char)pm[10], 0x11);
-	CHECK_EQ(*(uint32_t *)(pm + 6), 0x44444444u);
+	uint32_t v32;
+	memcpy(&v32, pm + 6, 4);
+	CHECK_EQ(v32, 0x44444444u);
 	sfix_close(&f);
 	return 0;
 }
