@@ -7,10 +7,12 @@
  * reachability from the root; state counters.
  *
  * Repairs only what needs no guessing: the superblock from its backup (and
- * the backup from the primary), leaked pages back to the allocator, and the
- * state counters. Everything else is reported and left alone.
+ * the backup from the primary), leaked pages back to the allocator, link
+ * counts and block counts recounted from the pool, and the state counters.
+ * Everything else is reported and left alone.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,6 +40,7 @@ struct fsck {
 	ferrite_fs *fs;
 	fr_report_fn report;
 	void *rarg;
+	int repair;
 	int errors, fixed;
 	uint64_t *owned; /* bitmap over data pages */
 	uint64_t npages;
@@ -400,6 +403,42 @@ static void check_inode(struct fsck *f, uint64_t ino)
 	}
 }
 
+/* Repairs that need no guessing: a counter recomputed from what the pool
+ * holds. Returns 1 if it was fixed (and reported), 0 if left as an error. */
+static int fix_u64(struct fsck *f, uint64_t *word, uint64_t val, const char *what)
+{
+	if (!f->repair)
+		return 0;
+	struct log_ctx *lc = op_begin(f->fs);
+	if (!lc)
+		return 0;
+	tx_set8(lc->tx, word, val);
+	int rc = op_commit(f->fs, lc);
+	op_end(f->fs, lc);
+	if (rc)
+		return 0;
+	f->fixed++;
+	fr_report(f->report, f->rarg, "%s corrected", what);
+	return 1;
+}
+
+static int fix_u32(struct fsck *f, uint32_t *word, uint32_t val, const char *what)
+{
+	if (!f->repair)
+		return 0;
+	struct log_ctx *lc = op_begin(f->fs);
+	if (!lc)
+		return 0;
+	tx_set4(lc->tx, word, val);
+	int rc = op_commit(f->fs, lc);
+	op_end(f->fs, lc);
+	if (rc)
+		return 0;
+	f->fixed++;
+	fr_report(f->report, f->rarg, "%s corrected", what);
+	return 1;
+}
+
 static void check_blocks(struct fsck *f)
 {
 	for (uint64_t i = 0; i < f->nparts; i++) {
@@ -410,10 +449,15 @@ static void check_blocks(struct fsck *f)
 			continue;
 		}
 		struct fr_inode *ip = ino_ptr(f->fs, p->owner);
-		if (ip->i_blocks != p->pages)
-			BAD(f, "inode %llu: block count %llu, %llu pages are mapped",
-			    (unsigned long long)p->owner, (unsigned long long)ip->i_blocks,
-			    (unsigned long long)p->pages);
+		if (ip->i_blocks != p->pages) {
+			char what[96];
+			snprintf(what, sizeof(what), "inode %llu: block count",
+				 (unsigned long long)p->owner);
+			if (!fix_u64(f, &ip->i_blocks, p->pages, what))
+				BAD(f, "inode %llu: block count %llu, %llu pages are mapped",
+				    (unsigned long long)p->owner, (unsigned long long)ip->i_blocks,
+				    (unsigned long long)p->pages);
+		}
 	}
 }
 
@@ -457,9 +501,14 @@ static void check_tree(struct fsck *f, int repair)
 			continue;
 		}
 		uint32_t want = r->is_dir ? 2 + r->subdirs : r->refs;
-		if (ip->i_nlink != want)
-			BAD(f, "inode %llu: link count %u, should be %u", (unsigned long long)r->ino,
-			    ip->i_nlink, want);
+		if (ip->i_nlink != want) {
+			char what[96];
+			snprintf(what, sizeof(what), "inode %llu: link count %u -> %u",
+				 (unsigned long long)r->ino, ip->i_nlink, want);
+			if (!fix_u32(f, &ip->i_nlink, want, what))
+				BAD(f, "inode %llu: link count %u, should be %u",
+				    (unsigned long long)r->ino, ip->i_nlink, want);
+		}
 		if (r->is_dir && r->ino != fs->root_ino && r->refs != 1)
 			BAD(f, "directory %llu has %u names", (unsigned long long)r->ino, r->refs);
 	}
@@ -494,6 +543,7 @@ int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 	f.fs = fs;
 	f.report = report;
 	f.rarg = rarg;
+	f.repair = repair;
 	struct meta *m = &fs->m;
 	struct space *sp = &m->sp;
 	f.npages = sp->data_end_page - sp->data_page;
