@@ -108,14 +108,22 @@ static int back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64
 	return 0;
 }
 
-/* Releases backing of whole pages/windows in [from, to) of the partition. */
-static void unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t from,
-			 uint64_t to)
+/* Room left in tx for another window's release? A window backed page by
+ * page can cost hundreds of words; stop early and let the caller commit. */
+static int tx_has_room(const struct tx *tx)
+{
+	return tx->nwords < TX_MAX_WORDS / 2 && tx->nfrees < TX_MAX_FREES / 2;
+}
+
+/* Releases backing of whole pages/windows in [from, to) of the partition.
+ * Returns the offset it reached (to, unless the transaction filled up). */
+static uint64_t unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t from,
+			     uint64_t to)
 {
 	int level = level_of(tx, ip);
 	uint64_t part = tx_get8(tx, &ip->i_part);
 	if (level == I_NO_PART || from >= to)
-		return;
+		return to;
 	if (is_small(level)) {
 		from = FR_ALIGN_UP(from, FR_PAGE_SIZE);
 		for (uint64_t p = from; p < to; p += FR_PAGE_SIZE)
@@ -123,19 +131,22 @@ static void unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uin
 				part_small_unback(tx, part + p, FR_PAGE_SIZE);
 				add_blocks(tx, ip, -1);
 			}
-		return;
+		return to;
 	}
 	from = FR_ALIGN_UP(from, FR_UNIT_SIZE);
 	for (uint64_t w = from; w < to; w += FR_UNIT_SIZE) {
 		uint64_t went = ppt_window_tx(tx, part + w);
 		if (went == PPT_NONE)
 			continue;
+		if (!tx_has_room(tx))
+			return w;
 		int64_t pages = 512;
 		if ((went & PPT_TYPE_MASK) == PPT_TABLE)
 			pages = ppt_table(&fs->m.sp, went)->pt_npages;
 		part_large_unback(tx, part + w);
 		add_blocks(tx, ip, -pages);
 	}
+	return to;
 }
 
 /* Moves the inode's data into a partition of new_level (ctFS upgrade and
@@ -188,10 +199,12 @@ static int relocate(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, int new_
 			/* Release the old partition's backing. */
 			tx_set8(tx, &ip->i_part, old_v);
 			tx_set1(tx, &ip->i_level, (uint8_t)old_level);
-			unback_range(fs, tx, ip, 0, part_bytes(old_level));
+			if (unback_range(fs, tx, ip, 0, part_bytes(old_level)) < part_bytes(old_level))
+				return -E2BIG;
 		}
 	} else if (old_level != I_NO_PART) {
-		unback_range(fs, tx, ip, 0, part_bytes(old_level));
+		if (unback_range(fs, tx, ip, 0, part_bytes(old_level)) < part_bytes(old_level))
+			return -E2BIG;
 	}
 	if (old_level != I_NO_PART) {
 		/* The old partition holds no backing any more (H4). */
@@ -444,24 +457,24 @@ static int shrink_storage(ferrite_fs *fs, struct fr_inode *ip, uint64_t keep)
 	if (!is_small(level)) {
 		uint64_t lo = FR_ALIGN_UP(keep, FR_UNIT_SIZE);
 		while (hi > lo) {
-			uint64_t from = hi > lo + BATCH_WINDOWS * FR_UNIT_SIZE
-						? hi - BATCH_WINDOWS * FR_UNIT_SIZE
-						: lo;
+			uint64_t start = hi > lo + BATCH_WINDOWS * FR_UNIT_SIZE
+						 ? hi - BATCH_WINDOWS * FR_UNIT_SIZE
+						 : lo;
 			/* Skip ranges with nothing to release cheaply. */
 			int any = 0;
-			for (uint64_t w = from; w < hi && !any; w += FR_UNIT_SIZE)
+			for (uint64_t w = start; w < hi && !any; w += FR_UNIT_SIZE)
 				any = ppt_window(&fs->m.sp, ip->i_part + w) != PPT_NONE;
-			if (any) {
+			for (uint64_t from = start; any && from < hi;) {
 				struct log_ctx *lc = op_begin(fs);
 				if (!lc)
 					return -ENOMEM;
-				unback_range(fs, lc->tx, ip, from, hi);
+				from = unback_range(fs, lc->tx, ip, from, hi);
 				rc = op_commit(fs, lc);
 				op_end(fs, lc);
 				if (rc)
 					return rc;
 			}
-			hi = from;
+			hi = start;
 		}
 	}
 	int want = keep == 0 ? I_NO_PART : sp_level_for(keep);
@@ -567,12 +580,12 @@ static int punch(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end
 			struct log_ctx *lc = op_begin(fs);
 			if (!lc)
 				return -ENOMEM;
-			unback_range(fs, lc->tx, ip, w0, to);
+			uint64_t reached = unback_range(fs, lc->tx, ip, w0, to);
 			int rc = op_commit(fs, lc);
 			op_end(fs, lc);
 			if (rc)
 				return rc;
-			w0 = to;
+			w0 = reached;
 		}
 		w0 = FR_ALIGN_UP(off, FR_UNIT_SIZE);
 		if (w0 < w1) {

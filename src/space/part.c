@@ -542,11 +542,28 @@ void part_large_unback(struct tx *tx, uint64_t vw)
 	if ((went & PPT_TYPE_MASK) == PPT_HUGE) {
 		bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, BUD_TOP_ORDER);
 	} else {
+		/* Give runs back as the aligned blocks they came from, so a window
+		 * assembled from a few blocks costs a few releases. */
 		struct sp_ptable *pt = ppt_table(sp, went);
-		for (int o = 0; o < 512; o++) {
-			uint32_t pg = tx_get4(tx, &pt->pt_pte[o]);
-			if (pg)
-				bud_free(tx, pg, 0);
+		for (unsigned o = 0; o < 512;) {
+			uint64_t pg = tx_get4(tx, &pt->pt_pte[o]);
+			if (!pg) {
+				o++;
+				continue;
+			}
+			int k = 0;
+			while (k < BUD_TOP_ORDER - 1 && !(o & ((2u << k) - 1)) &&
+			       !((pg - sp->data_page) & ((2ULL << k) - 1)) && o + (2u << k) <= 512) {
+				unsigned n = 2u << k, j;
+				for (j = 1; j < n; j++)
+					if (tx_get4(tx, &pt->pt_pte[o + j]) != pg + j)
+						break;
+				if (j < n)
+					break;
+				k++;
+			}
+			bud_free(tx, pg, k);
+			o += 1u << k;
 		}
 		bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, 0);
 	}
