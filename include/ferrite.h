@@ -76,11 +76,11 @@ struct ferrite_mkfs_opts {
 };
 
 struct ferrite_mount_opts {
-	int read_only; /* reserved; must be 0 */
+	int read_only; /* not supported yet: 1 gives -EOPNOTSUPP */
 };
 
-/* The pool used when none is named: $FERRITE_POOL, else
- * /dev/shm/ferrite/default.pool. */
+/* The pool used when none is named (a NULL pool argument to mkfs, mount and
+ * fsck): $FERRITE_POOL, else /dev/shm/ferrite/default.pool. */
 FERRITE_API const char *ferrite_default_pool(void);
 
 /* Formats POOL (a regular file, created if missing; a device-DAX node; or a
@@ -99,15 +99,18 @@ FERRITE_API int ferrite_unmount(ferrite_fs *fs);
 FERRITE_API const char *ferrite_errmsg(void);
 
 /* Credentials used for permission checks by the calling thread. ngroups may
- * be 0. ferrite_reset_creds() returns to the process's own credentials. */
+ * be 0, at most 64 (-EINVAL beyond). ferrite_reset_creds() returns to the
+ * process's own credentials. */
 FERRITE_API int ferrite_set_creds(uid_t uid, gid_t gid, size_t ngroups, const gid_t *groups);
 FERRITE_API void ferrite_reset_creds(void);
 
 /* ---- files ---------------------------------------------------------------- */
 
 /* flags: O_RDONLY/O_WRONLY/O_RDWR | O_CREAT | O_EXCL | O_TRUNC | O_APPEND |
- * O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC (accepted, no meaning here). Returns a
- * descriptor >= 0, private to this ferrite_fs. */
+ * O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC (accepted, no meaning here). Other
+ * flags are ignored, as Linux ignores flags it does not know; O_CREAT with
+ * O_DIRECTORY is -EINVAL. mode is used as given (no umask is applied: front
+ * ends apply theirs). Returns a descriptor >= 0, private to this ferrite_fs. */
 FERRITE_API int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode);
 FERRITE_API int ferrite_close(ferrite_fs *fs, int fd);
 /* A second descriptor for the same open file (shared offset and flags). */
@@ -122,7 +125,9 @@ FERRITE_API ssize_t ferrite_writev(ferrite_fs *fs, int fd, const struct iovec *i
 FERRITE_API ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
 FERRITE_API ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
 
-/* whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE. */
+/* whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE. Holes are
+ * reported at the granularity space is allocated in: files below 256 KiB
+ * have none, larger files have holes in whole 2 MiB windows. */
 FERRITE_API off_t ferrite_lseek(ferrite_fs *fs, int fd, off_t offset, int whence);
 
 FERRITE_API int ferrite_ftruncate(ferrite_fs *fs, int fd, off_t length);

@@ -132,13 +132,15 @@ int ferrite_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
 
 int64_t ferrite_telldir(ferrite_dir *d)
 {
-	return d ? d->pos : -EINVAL;
+	fr_err_clear();
+	return d ? d->pos : fr_err_finish(-EINVAL);
 }
 
 int ferrite_seekdir(ferrite_dir *d, int64_t cookie)
 {
+	fr_err_clear();
 	if (!d || cookie < 0)
-		return -EINVAL;
+		return fr_err_finish(-EINVAL);
 	d->pos = cookie;
 	d->nbuf = d->ibuf = 0;
 	return 0;
@@ -151,8 +153,9 @@ int ferrite_rewinddir(ferrite_dir *d)
 
 int ferrite_closedir(ferrite_dir *d)
 {
+	fr_err_clear();
 	if (!d)
-		return -EINVAL;
+		return fr_err_finish(-EINVAL);
 	ferrite_fs *fs = d->fs;
 	pthread_mutex_lock(&fs->dir_lock);
 	ferrite_dir **pp = &fs->streams;

@@ -187,6 +187,8 @@ int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
 	int acc = flags & O_ACCMODE;
 	if (acc == O_ACCMODE)
 		API_RETURN(-EINVAL);
+	if ((flags & (O_CREAT | O_DIRECTORY)) == (O_CREAT | O_DIRECTORY))
+		API_RETURN(fr_err(-EINVAL, "O_CREAT with O_DIRECTORY is not allowed"));
 	uint64_t ino;
 	int created = 0, rc;
 	if (flags & O_CREAT) {
@@ -200,10 +202,10 @@ int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
 		API_RETURN(rc);
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	uint32_t m = ip->i_mode;
-	if (S_ISLNK(m))
-		API_RETURN(fr_err(-ELOOP, "%s is a symbolic link (O_NOFOLLOW)", path));
 	if ((flags & O_DIRECTORY) && !S_ISDIR(m))
 		API_RETURN(-ENOTDIR);
+	if (S_ISLNK(m))
+		API_RETURN(fr_err(-ELOOP, "%s is a symbolic link (O_NOFOLLOW)", path));
 	if (S_ISDIR(m) && (acc != O_RDONLY || (flags & (O_TRUNC | O_CREAT))))
 		API_RETURN(-EISDIR);
 	if (!created) {
@@ -266,12 +268,16 @@ void fd_close_all(ferrite_fs *fs)
 
 static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
 {
-	if (iovcnt < 0 || iovcnt > IOV_MAX || (iovcnt && !iov))
+	if (iovcnt < 0 || iovcnt > IOV_MAX)
 		return -EINVAL;
+	if (iovcnt && !iov)
+		return -EFAULT;
 	size_t t = 0;
 	for (int i = 0; i < iovcnt; i++) {
 		if (iov[i].iov_len > (size_t)SSIZE_MAX - t)
 			return -EINVAL;
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EFAULT;
 		t += iov[i].iov_len;
 	}
 	*total = t;
@@ -282,12 +288,14 @@ static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
 static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off)
 {
 	size_t total;
-	int rc = check_iov(iov, iovcnt, &total);
-	if (rc)
-		return rc;
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
 		return -EBADF;
+	int rc = check_iov(iov, iovcnt, &total);
+	if (rc) {
+		of_put(fs, of);
+		return rc;
+	}
 	ssize_t done = 0;
 	if ((of->flags & O_ACCMODE) == O_WRONLY) {
 		done = -EBADF;
@@ -326,12 +334,14 @@ static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 static ssize_t do_write(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off)
 {
 	size_t total;
-	int rc = check_iov(iov, iovcnt, &total);
-	if (rc)
-		return rc;
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
 		return -EBADF;
+	int rc = check_iov(iov, iovcnt, &total);
+	if (rc) {
+		of_put(fs, of);
+		return rc;
+	}
 	ssize_t n;
 	if ((of->flags & O_ACCMODE) == O_RDONLY) {
 		n = -EBADF;

@@ -151,7 +151,7 @@ static struct partref *part_containing(struct fsck *f, uint64_t v)
 
 static int is_p3(struct fsck *f, uint64_t v)
 {
-	return bsearch(&v, f->p3, f->np3, sizeof(uint64_t), cmp_u64) != NULL;
+	return f->np3 && bsearch(&v, f->p3, f->np3, sizeof(uint64_t), cmp_u64) != NULL;
 }
 
 static void on_window(void *arg, uint64_t v, uint64_t ent)
@@ -571,8 +571,10 @@ int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 	f.errors += mp_walk(m, on_inode_entry, &f, on_block, report, rarg);
 	PROGRESS(2);
 	f.errors += part_walk(sp, on_part, on_p3, &f, NULL, report, rarg);
-	qsort(f.parts, f.nparts, sizeof(*f.parts), cmp_part);
-	qsort(f.p3, f.np3, sizeof(uint64_t), cmp_u64);
+	if (f.nparts)
+		qsort(f.parts, f.nparts, sizeof(*f.parts), cmp_part);
+	if (f.np3)
+		qsort(f.p3, f.np3, sizeof(uint64_t), cmp_u64);
 	PROGRESS(3);
 	if (ppt_check_dirs(sp, on_window, &f))
 		BAD(&f, "page-table directories damaged");

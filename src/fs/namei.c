@@ -118,14 +118,14 @@ int fs_create(ferrite_fs *fs, const char *path, int flags, mode_t mode, uint64_t
 		return rc;
 	if (nd.len == 0 || is_dot(&nd))
 		return (flags & O_EXCL) ? -EEXIST : -EISDIR;
+	if (nd.ino && (flags & O_EXCL))
+		return -EEXIST;
+	if (nd.trailing_slash)
+		return -EISDIR; /* O_CREAT names a regular file, never "name/" */
 	if (nd.ino) {
-		if (flags & O_EXCL)
-			return -EEXIST;
 		*ino = nd.ino;
 		return 0; /* exists: the caller opens it */
 	}
-	if (nd.trailing_slash)
-		return -EISDIR;
 	pthread_rwlock_t *lk = ino_lock(fs, nd.dir_ino);
 	pthread_rwlock_wrlock(lk);
 	rc = nd_dir_still_valid(fs, &nd);

@@ -174,8 +174,10 @@ int pool_open(struct pool *p, const char *path, int create)
 {
 	memset(p, 0, sizeof(*p));
 	p->fd = -1;
-	if (!path || !*path)
+	if (!path)
 		return fr_err(-EINVAL, "no pool path given");
+	if (!*path)
+		return fr_err(-ENOENT, "empty pool path");
 	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	if (fd < 0) {
 		int e = errno;

@@ -27,7 +27,7 @@
 
 #define TX_MAX_WORDS 3072 /* bound on words per transaction (log entry size) */
 #define TX_HASH_SLOTS 8192
-#define TX_MAX_DEFER 64
+#define TX_MAX_DEFER 1024
 #define TX_MAX_FREES 1024
 #define TX_PAGE_SLOTS 1024 /* pages holding staged words (fast path for reads) */
 
