@@ -1,0 +1,184 @@
+/*
+ * cli.h -- shared pieces of the `ferrite` command: subcommand entry points,
+ * option and usage handling, error lines, sizes, progress display, and the
+ * "side" table through which ls/cat/cp reach either the host or a pool.
+ * The command is a translator over ferrite.h: it holds no file-system logic.
+ * Files: ferrite.c (dispatch), cli_util.c (shared helpers), side.c (host and
+ * pool behind one table), cmd_mkfs.c, cmd_info.c, cmd_fsck.c, cmd_files.c
+ * (ls, cat), cmd_cp.c (cp).
+ */
+#ifndef FERRITE_CLI_H
+#define FERRITE_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "ferrite.h"
+
+/* Exit statuses shared by the subcommands (fsck returns ferrite_fsck's bits). */
+#define CLI_EXIT_OK	    0
+#define CLI_EXIT_FAILURE    1  /* an operation failed */
+#define CLI_EXIT_USAGE	    2  /* bad command line */
+#define CLI_EXIT_FSCK_USAGE 16 /* bad command line, e2fsck's code */
+
+/* Returned by option parsers when the command should go on (any other value
+ * is the exit status to stop with, e.g. after --help). */
+#define CLI_CONTINUE (-1)
+
+/* Value getopt_long returns for --pool in every subcommand. */
+#define CLI_OPT_POOL 0x100
+
+/* ---- subcommands (one file per family) ------------------------------------ */
+
+/* Each takes argv[0] = the subcommand's name and returns the exit status. */
+int cmd_mkfs(int argc, char **argv);
+int cmd_info(int argc, char **argv);
+int cmd_fsck(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_cat(int argc, char **argv);
+int cmd_cp(int argc, char **argv);
+
+/* Mounts POOL, reads ferrite_get_info() into *in and unmounts; prints the
+ * error line (as "ferrite CMD: ...") and returns -errno on failure. */
+int info_load(const char *cmd, const char *pool, struct ferrite_info *in);
+/* Prints the note shown when a pool is not backed by huge pages (nothing otherwise). */
+void info_print_backing_note(FILE *out, const struct ferrite_info *info);
+
+/* ---- command line ---------------------------------------------------------- */
+
+/* Pool named before the subcommand (`ferrite --pool P CMD`); NULL = none. */
+void cli_set_global_pool(const char *pool);
+/* given if non-NULL, else the global --pool, else ferrite_default_pool(). */
+const char *cli_pool(const char *given);
+/* A pool path as typed for ls/cat: an optional "pool:" prefix is dropped,
+ * and an empty path means the root. */
+const char *cli_pool_path(const char *arg);
+
+/* Resets getopt_long for a subcommand (reports errors ourselves). */
+void cli_getopt_begin(void);
+/* Reports the option getopt_long rejected ('?' or ':') and returns exit_code. */
+int cli_bad_option(const char *cmd, int got, char **argv, int exit_code);
+/* Prints "ferrite CMD: <message>" and a pointer to --help; returns exit_code. */
+int cli_usage_error(const char *cmd, int exit_code, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Takes the optional positional POOL of mkfs/info/fsck, args[0..n), and
+ * resolves *pool with cli_pool(). Returns CLI_CONTINUE or exit_code. */
+int cli_take_pool_operand(const char *cmd, int n, char **args, const char **pool, int exit_code);
+
+/* ---- errors ---------------------------------------------------------------- */
+
+/* Message for a failed ferrite call: ferrite_errmsg(), else strerror(-rc). */
+const char *cli_api_msg(int rc);
+/* Prints the one-line error "ferrite CMD: PREFIXSUBJECT: MSG" (newlines in
+ * MSG become spaces; a "SUBJECT: " that MSG starts with is not repeated). */
+void cli_fail(const char *cmd, const char *prefix, const char *subject, const char *msg);
+/* cli_fail() with the message of a failed ferrite call. */
+void cli_error(const char *cmd, const char *subject, int rc);
+
+/* Mounts POOL; on failure prints the error line and returns -errno. */
+int cli_mount(const char *cmd, const char *pool, ferrite_fs **fs);
+/* Unmounts; on failure prints the error line and returns -errno. */
+int cli_unmount(const char *cmd, const char *pool, ferrite_fs *fs);
+
+/* ---- sizes and modes -------------------------------------------------------- */
+
+/* Parses "4096", "64K", "512M", "1G", "2T" (binary; "KiB"/"KB" also taken). */
+int cli_parse_size(const char *text, uint64_t *bytes);
+/* "1.5 GiB" style; buf needs 32 bytes. Returns buf. */
+const char *cli_format_size(uint64_t bytes, char *buf, size_t len);
+int cli_parse_mode(const char *text, int *mode);
+const char *cli_mode_name(int mode);
+
+/* ---- progress --------------------------------------------------------------- */
+
+/* A percentage line on stderr: redrawn in place on a TTY, a few lines otherwise. */
+struct cli_progress {
+	const char *label;
+	int tty;
+	int shown; /* last percentage (TTY) or quarter step printed; -1 none */
+};
+
+void cli_progress_begin(struct cli_progress *p, const char *label);
+/* Matches the progress callback of ferrite_mkfs() and ferrite_fsck(). */
+void cli_progress_update(void *arg, uint64_t done, uint64_t total);
+/* Erases an in-place line so other output can be printed. */
+void cli_progress_clear(struct cli_progress *p);
+/* Ends the line on a TTY. */
+void cli_progress_end(struct cli_progress *p);
+
+/* ---- ls, cat and cp (cmd_files.c) -------------------------------------------- */
+
+#define CLI_CHUNK (1u << 20) /* cat and cp stream in 1 MiB chunks */
+
+struct side;
+
+struct files_args {
+	const char *pool;
+	int longfmt, all, recursive; /* -l, -a, -R/-r */
+	int n;			     /* operands */
+	char **args;
+};
+
+/* Parses the options of ls/cat/cp (shortopts says which apply) and resolves
+ * the pool. Returns CLI_CONTINUE or the exit status. */
+int files_parse(const char *cmd, const char *shortopts, const char *usage, int argc, char **argv,
+		struct files_args *a);
+/* Mounts POOL, runs fn over it (fn returns nonzero if anything failed),
+ * unmounts. Returns the exit status. */
+int files_run(const char *cmd, const char *pool, int (*fn)(const struct side *pool, void *arg),
+	      void *arg);
+
+/* ---- sides: where ls, cat and cp read and write ----------------------------- */
+
+/* One directory entry of a listing. */
+struct side_entry {
+	char *name;
+	unsigned char type; /* DT_* or DT_UNKNOWN */
+};
+
+/* A directory listing sorted by name (strcmp). */
+struct side_list {
+	struct side_entry *v;
+	size_t n, cap;
+};
+
+/* Operations of one side; all return -errno on failure. */
+struct side_ops {
+	int (*stat)(const struct side *s, const char *path, struct stat *st);
+	int (*lstat)(const struct side *s, const char *path, struct stat *st);
+	int (*open)(const struct side *s, const char *path, int flags, mode_t mode);
+	int (*close)(const struct side *s, int fd);
+	ssize_t (*pread)(const struct side *s, int fd, void *buf, size_t n, off_t off);
+	ssize_t (*pwrite)(const struct side *s, int fd, const void *buf, size_t n, off_t off);
+	off_t (*lseek)(const struct side *s, int fd, off_t off, int whence);
+	int (*ftruncate)(const struct side *s, int fd, off_t len);
+	int (*fchmod)(const struct side *s, int fd, mode_t mode);
+	int (*chmod)(const struct side *s, const char *path, mode_t mode);
+	int (*mkdir)(const struct side *s, const char *path, mode_t mode);
+	int (*symlink)(const struct side *s, const char *target, const char *path);
+	ssize_t (*readlink)(const struct side *s, const char *path, char *buf, size_t size);
+	int (*unlink)(const struct side *s, const char *path);
+	/* with_dots: include "." and ".." */
+	int (*list)(const struct side *s, const char *path, int with_dots, struct side_list *out);
+	/* message for a failure of this side's last call */
+	const char *(*errmsg)(int rc);
+};
+
+struct side {
+	const struct side_ops *ops;
+	ferrite_fs *fs;	    /* pool side only */
+	const char *prefix; /* shown before paths in messages: "" or "pool:" */
+};
+
+void side_init_host(struct side *s);
+void side_init_pool(struct side *s, ferrite_fs *fs);
+void side_list_free(struct side_list *l);
+int side_is_dot_name(const char *name); /* "." or ".." */
+/* "dir/name" ("/name" under "/"); malloc'ed, NULL when out of memory. */
+char *side_path_join(const char *dir, const char *name);
+/* Reads a symlink's whole target into a malloc'ed string; -errno on failure. */
+int side_readlink_alloc(const struct side *s, const char *path, char **target);
+
+#endif /* FERRITE_CLI_H */
