@@ -245,7 +245,7 @@ static int pick_hash(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const 
 		     size_t len, uint64_t *out)
 {
 	uint64_t h = fr_name_hash(fs->hash_seed, name, len);
-	for (uint64_t k = 0; k < DIR_PROBE && h + k <= FR_HASH_MAX; k++)
+	for (uint64_t k = 0; k < DIR_PROBE && h + k < FR_HASH_END; k++)
 		if (!hash_taken(fs, tx, dir, h + k)) {
 			*out = h + k;
 			return 0;
@@ -634,7 +634,7 @@ int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_b
 	     int cap, uint64_t *next, struct dir_batch_ent *tmp)
 {
 	int n = 0;
-	*next = FR_HASH_MAX + 1;
+	*next = FR_HASH_END;
 	if (dir->i_dkind != I_DIR_LARGE) {
 		struct slots s;
 		if (!slots_of_small(fs, NULL, dir, &s))
@@ -645,14 +645,14 @@ int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_b
 			used &= used - 1;
 			take(fs, &s.ent[i], &tmp[n++]);
 		}
-		int k = emit(tmp, n, cookie, out, cap, next, FR_HASH_MAX + 1);
+		int k = emit(tmp, n, cookie, out, cap, next, FR_HASH_END);
 		return k < 0 ? -k - 1 : k;
 	}
 	struct fr_dirhdr *h = dhdr(fs, NULL, dir);
 	if (!h)
 		return -EUCLEAN;
 	int total = 0;
-	while (cookie <= FR_HASH_MAX && total < cap) {
+	while (cookie < FR_HASH_END && total < cap) {
 		struct fr_bucket *b = bucket_for(fs, NULL, dir, h, cookie);
 		if (!b)
 			return -EUCLEAN;
@@ -664,7 +664,9 @@ int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_b
 			take(fs, &b->db_ent[i], &tmp[n++]);
 		}
 		uint16_t d = b->db_depth;
-		uint64_t end = d ? ((b->db_prefix + 1) << (63 - d)) : FR_HASH_MAX + 1;
+		uint64_t end = d ? ((b->db_prefix + 1) << (63 - d)) : FR_HASH_END;
+		if (end > FR_HASH_END)
+			end = FR_HASH_END;
 		int k = emit(tmp, n, cookie, out + total, cap - total, next, end);
 		if (k < 0) {
 			total += -k - 1;

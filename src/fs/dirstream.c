@@ -19,7 +19,7 @@
 #define BATCH 64
 #define POS_DOT 0
 #define POS_DOTDOT 1
-#define POS_END ((int64_t)(FR_HASH_MAX))
+#define POS_END ((int64_t)FR_HASH_END)
 
 struct ferrite_dir {
 	ferrite_fs *fs;
@@ -76,7 +76,7 @@ static int refill(ferrite_dir *d)
 	pthread_rwlock_t *lk = ino_lock(fs, ino);
 	pthread_rwlock_rdlock(lk);
 	int n = 0;
-	uint64_t next = FR_HASH_MAX + 1;
+	uint64_t next = FR_HASH_END;
 	if (ip->i_nlink > 0)
 		n = dir_read(fs, ip, (uint64_t)d->pos, d->buf, BATCH, &next, d->scratch);
 	pthread_rwlock_unlock(lk);
@@ -109,14 +109,14 @@ int ferrite_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
 		return 1;
 	}
 	if (d->ibuf >= d->nbuf) {
-		if (d->pos > POS_END)
+		if (d->pos >= POS_END)
 			return 0;
 		int rc = refill(d);
 		if (rc)
 			return fr_err_finish(rc);
 		if (d->nbuf == 0) {
 			d->pos = (int64_t)d->buf_next;
-			if (d->buf_next > FR_HASH_MAX)
+			if (d->buf_next >= FR_HASH_END)
 				return 0;
 			return ferrite_readdir(d, ent); /* an empty stretch of buckets */
 		}

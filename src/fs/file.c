@@ -486,8 +486,8 @@ int ferrite_ftruncate(ferrite_fs *fs, int fd, off_t length)
 int ferrite_truncate(ferrite_fs *fs, const char *path, off_t length)
 {
 	API_BEGIN();
-	if (!fs)
-		API_RETURN(-EINVAL);
+	if (!fs || length < 0)
+		API_RETURN(-EINVAL); /* Linux checks the length before the path */
 	struct nameidata nd;
 	int rc = path_walk(fs, path, LOOKUP_FOLLOW, &nd);
 	if (rc)
@@ -495,7 +495,7 @@ int ferrite_truncate(ferrite_fs *fs, const char *path, off_t length)
 	struct fr_inode *ip = ino_ptr(fs, nd.ino);
 	if (S_ISDIR(ip->i_mode))
 		API_RETURN(-EISDIR);
-	if (!S_ISREG(ip->i_mode) || length < 0)
+	if (!S_ISREG(ip->i_mode))
 		API_RETURN(-EINVAL);
 	rc = perm_check(cred_get(), NULL, ip, 2);
 	if (rc)

@@ -154,7 +154,7 @@ struct dir_batch_ent {
 	char name[256];
 };
 /* Reads entries with hash >= cookie in hash order; at most cap. *next is the
- * cookie to continue from (FR_HASH_MAX + 1 at the end). Read lock held. */
+ * cookie to continue from (FR_HASH_END at the end). Read lock held. */
 int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_batch_ent *out,
 	     int cap, uint64_t *next, struct dir_batch_ent *scratch64);
 int dir_check(ferrite_fs *fs, struct fr_inode *dir, void (*ent_cb)(void *, uint64_t ino,

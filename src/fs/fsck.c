@@ -335,7 +335,7 @@ static void count_names(struct fsck *f, struct fr_inode *dir)
 											: MP_NAME272;
 				f->name_refs[id]++;
 			}
-		if (next > FR_HASH_MAX)
+		if (next >= FR_HASH_END)
 			break;
 		cookie = next;
 	}

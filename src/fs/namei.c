@@ -558,7 +558,9 @@ int fs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned
 			continue;
 		}
 		int later = 0;
-		if (!rc && src == dst) {
+		if (!rc && src == dst && (flags & RENAME_NOREPLACE)) {
+			rc = -EEXIST;
+		} else if (!rc && src == dst) {
 			rc = 0; /* same file: nothing to do (POSIX) */
 		} else if (!rc) {
 			rc = rename_checks(fs, &on, &nn, src, dst, flags);

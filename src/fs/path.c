@@ -152,29 +152,29 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 				rc = fr_err(-ELOOP, "too many levels of symbolic links");
 				break;
 			}
-			if (!buf) {
-				buf = malloc(2 * FS_PATH_MAX + 2);
-				tgt = malloc(FS_PATH_MAX + 1);
-				if (!buf || !tgt) {
-					rc = -ENOMEM;
-					break;
-				}
+			if (!tgt && !(tgt = malloc(FS_PATH_MAX + 1))) {
+				rc = -ENOMEM;
+				break;
 			}
 			size_t tlen;
 			rc = read_link_target(fs, child, tgt, FS_PATH_MAX, &tlen);
 			if (rc)
 				break;
+			/* New path: the target, then what was left. Like Linux, the
+			 * only bound on nested links is their number (ELOOP). */
 			size_t rlen = strlen(rest);
-			if (tlen + 1 + rlen + (slash ? 1 : 0) >= FS_PATH_MAX) {
-				rc = -ENAMETOOLONG;
+			char *nbuf = malloc(tlen + 1 + rlen + 1);
+			if (!nbuf) {
+				rc = -ENOMEM;
 				break;
 			}
-			/* New path: target, then what was left. */
-			memmove(buf + tlen + 1, rest, rlen + 1);
-			memcpy(buf, tgt, tlen);
-			buf[tlen] = '/';
+			memcpy(nbuf, tgt, tlen);
+			nbuf[tlen] = '/';
+			memcpy(nbuf + tlen + 1, rest, rlen + 1);
 			if (last && !slash)
-				buf[tlen] = 0;
+				nbuf[tlen] = 0;
+			free(buf);
+			buf = nbuf;
 			p = buf;
 			if (tgt[0] == '/')
 				cur = fs->root_ino;

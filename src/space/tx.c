@@ -82,11 +82,12 @@ void tx_finish(struct tx *tx)
 {
 	uint32_t n = tx->ndefer;
 	tx_reset(tx);
-	tx_unlock_alloc(tx);
-	/* Deferred actions run after the lock is dropped: they touch only the
-	 * process's volatile mapping state, which has its own lock. */
+	/* Deferred actions (mapping updates) run before the allocator lock is
+	 * dropped: once it is, a window or unit this transaction released can
+	 * be handed to another file, which must not find a stale mapping. */
 	for (uint32_t i = 0; i < n; i++)
 		tx->defer[i].fn(tx->sp, tx->defer[i].a, tx->defer[i].b, tx->defer[i].c);
+	tx_unlock_alloc(tx);
 }
 
 void tx_free_later(struct tx *tx, tx_defer_fn fn, uint64_t a, uint64_t b, uint64_t c)

@@ -32,7 +32,9 @@ uint64_t fr_name_hash(uint64_t seed, const char *name, size_t len)
 	uint64_t tail = 0;
 	memcpy(&tail, p, len);
 	h = mix64(h ^ tail ^ ((uint64_t)len << 56));
-	h &= FR_HASH_MAX;
+	h &= (1ULL << 63) - 1;
+	if (h > FR_HASH_MAX)
+		h -= 512;
 	if (h < FR_HASH_MIN)
 		h += FR_HASH_MIN;
 	return h;

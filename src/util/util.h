@@ -30,10 +30,13 @@
 /* crc32c (Castagnoli), hardware-accelerated when the CPU has SSE4.2. */
 uint32_t fr_crc32c(uint32_t crc, const void *buf, size_t len);
 
-/* 64-bit keyed hash of a name for directory indexes; never returns values
- * below FR_HASH_MIN so that small cookies stay free for "." and "..". */
+/* Keyed hash of a name for directory indexes, in [FR_HASH_MIN, FR_HASH_MAX]:
+ * small values stay free for the cookies of "." and "..", and values up to
+ * FR_HASH_END - 1 stay free for the few a collision adds, so every cookie,
+ * including the end marker FR_HASH_END, is a non-negative int64_t. */
 #define FR_HASH_MIN 16ULL
-#define FR_HASH_MAX ((1ULL << 63) - 1)
+#define FR_HASH_MAX ((1ULL << 63) - 257)
+#define FR_HASH_END ((1ULL << 63) - 1) /* readdir cookie after the last entry */
 uint64_t fr_name_hash(uint64_t seed, const char *name, size_t len);
 
 /* Thread's last error message. fr_err() records a formatted message and
