@@ -112,7 +112,8 @@ static int back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64
  * page can cost hundreds of words; stop early and let the caller commit. */
 static int tx_has_room(const struct tx *tx)
 {
-	return tx->nwords < TX_MAX_WORDS / 2 && tx->nfrees < TX_MAX_FREES / 2;
+	return tx->nbytes < TX_MAX_BYTES / 2 && tx->nruns < TX_MAX_RUNS / 2 &&
+	       tx->nfrees < TX_MAX_FREES / 2;
 }
 
 /* Releases backing of whole pages/windows in [from, to) of the partition.

@@ -123,27 +123,20 @@ void log_release(struct meta *m, struct log_ctx *lc)
 	pthread_mutex_unlock(&m->log_lock);
 }
 
-/* Serialises the staged words as runs of consecutive words, in the order
- * they were staged: multi-word stores (tx_set) are staged in address order,
- * so runs form without sorting. Returns bytes, or ~0 if it does not fit. */
+/* Serialises the staged runs; returns bytes, or ~0 if they do not fit. */
 static uint64_t build_runs(struct tx *tx, char *out, uint64_t cap, uint32_t *nruns)
 {
 	uint64_t len = 0;
-	*nruns = 0;
-	for (uint32_t i = 0; i < tx->nwords;) {
-		uint32_t n = 1;
-		while (i + n < tx->nwords && tx->off[i + n] == tx->off[i] + 8ULL * n)
-			n++;
-		uint64_t need = sizeof(struct log_run) + 8ULL * n;
-		if (len + need > cap)
+	*nruns = tx->nruns;
+	for (uint32_t i = 0; i < tx->nruns; i++) {
+		const struct tx_run *t = &tx->runs[i];
+		if (len + sizeof(struct log_run) + t->len > cap)
 			return ~0ULL;
-		struct log_run r = {.lr_off = tx->off[i], .lr_nwords = n};
+		struct log_run r = {.lr_off = t->off, .lr_nwords = t->len / 8};
 		memcpy(out + len, &r, sizeof(r));
 		len += sizeof(r);
-		memcpy(out + len, &tx->val[i], 8ULL * n);
-		len += 8ULL * n;
-		(*nruns)++;
-		i += n;
+		memcpy(out + len, tx->data + t->pos, t->len);
+		len += t->len;
 	}
 	return len;
 }

@@ -366,6 +366,7 @@ static int p_empty(struct tx *tx, uint64_t v, int level)
 /* Releases the header page of a P partition that becomes E (H1, H4). */
 static void collapse(struct tx *tx, uint64_t v)
 {
+	tx_xlate_flush(tx);
 	int err;
 	uint64_t *slot = ppt_window_slot(tx, v, 0, &err);
 	uint64_t went = tx_get8(tx, slot);
@@ -459,6 +460,7 @@ int part_small_back(struct tx *tx, uint64_t vp, uint64_t *phys, int *fresh)
 
 void part_small_unback(struct tx *tx, uint64_t v, uint64_t len)
 {
+	tx_xlate_flush(tx);
 	struct space *sp = tx->sp;
 	for (uint64_t p = v; p < v + len; p += FR_PAGE_SIZE) {
 		uint64_t went = ppt_window_tx(tx, p);
@@ -530,6 +532,7 @@ int part_large_back(struct tx *tx, uint64_t vw, uint64_t *phys)
 
 void part_large_unback(struct tx *tx, uint64_t vw)
 {
+	tx_xlate_flush(tx);
 	struct space *sp = tx->sp;
 	int err;
 	uint64_t *slot = ppt_window_slot(tx, vw, 0, &err);

@@ -101,14 +101,28 @@ uint64_t ppt_page(struct space *sp, uint64_t v)
 	return page_in_window(sp, ppt_window(sp, v), v);
 }
 
+/* Translations are cached per transaction: a directory operation resolves
+ * the same few pages again and again. Only backed pages are cached, and any
+ * change that could move or drop one flushes the cache (tx_xlate_flush). */
 uint64_t ppt_page_tx(struct tx *tx, uint64_t v)
 {
-	uint64_t went = ppt_window_tx(tx, v);
+	uint64_t vp = v >> FR_PAGE_SHIFT;
+	for (int i = 0; i < TX_XLATE; i++)
+		if (tx->xl_v[i] == vp)
+			return tx->xl_p[i];
+	uint64_t went = ppt_window_tx(tx, v), phys;
 	if ((went & PPT_TYPE_MASK) == PPT_TABLE) {
 		struct sp_ptable *pt = ppt_table(tx->sp, went);
-		return (uint64_t)tx_get4(tx, &pt->pt_pte[(v >> 12) & 511]) << FR_PAGE_SHIFT;
+		phys = (uint64_t)tx_get4(tx, &pt->pt_pte[(v >> 12) & 511]) << FR_PAGE_SHIFT;
+	} else {
+		phys = page_in_window(tx->sp, went, v);
 	}
-	return page_in_window(tx->sp, went, v);
+	if (phys) {
+		uint32_t i = tx->xl_next++ % TX_XLATE;
+		tx->xl_v[i] = vp;
+		tx->xl_p[i] = phys;
+	}
+	return phys;
 }
 
 /* Table pages remember their window (Q3); keep that true when moving. */
@@ -153,6 +167,7 @@ static int swap_gib(struct tx *tx, uint64_t a, uint64_t b, uint64_t bytes)
 
 int ppt_swap(struct tx *tx, uint64_t a, uint64_t b, uint64_t npages)
 {
+	tx_xlate_flush(tx);
 	uint64_t bytes = npages << FR_PAGE_SHIFT;
 	if (((a | b | bytes) & (FR_UNIT_SIZE - 1)) != 0)
 		return -EINVAL;

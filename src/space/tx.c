@@ -1,8 +1,12 @@
 /*
  * tx.c -- redo transaction staging (see tx.h for the contract).
- * Invariants: T1 every staged word is 8-byte aligned and appears once in
- *               off[] (later stores to the same word overwrite val[]);
- *             T2 nothing in the pool is written by this module.
+ * Invariants: T1 every run is 8-byte aligned and no byte is staged in two
+ *               runs, so replaying the runs in any order gives one result;
+ *             T2 every page holding staged bytes is in the page set (unless
+ *               it overflowed), so a read of an untouched page goes straight
+ *               to the pool;
+ *             T3 nothing in the pool is written by this module (except
+ *               tx_apply_unlogged, for mkfs).
  * Crash argument: none needed -- staging is volatile; durability and
  *   atomicity come from meta/log.c.
  */
@@ -14,45 +18,35 @@
 #include "persist/pm.h"
 #include "util/util.h"
 
-void tx_init(struct tx *tx, struct space *sp, char *base, pthread_mutex_t *alloc_lock)
-{
-	memset(tx->page, 0, sizeof(tx->page));
-	tx->npages_used = 0;
-	tx->pages_overflow = 0;
-	tx->nfrees = 0;
-	tx->finalizing = 0;
-	memset(tx->slot, 0, sizeof(tx->slot));
-	tx->sp = sp;
-	tx->base = base;
-	tx->alloc_lock = alloc_lock;
-	tx->alloc_locked = 0;
-	tx->nwords = 0;
-	tx->nhash_used = 0;
-	tx->ndefer = 0;
-	tx->fresh = 0;
-	tx->overflow = 0;
-}
-
 static void tx_reset(struct tx *tx)
 {
 	for (uint32_t i = 0; i < tx->npages_used; i++)
 		tx->page[tx->page_used[i]] = 0;
 	tx->npages_used = 0;
-	tx->pages_overflow = 0;
 	tx->nfrees = 0;
 	tx->finalizing = 0;
-	for (uint32_t i = 0; i < tx->nhash_used; i++)
-		tx->slot[tx->used_slots[i]] = 0;
-	tx->nhash_used = 0;
-	tx->nwords = 0;
+	tx->nruns = 0;
+	tx->nbytes = 0;
 	tx->ndefer = 0;
 	tx->fresh = 0;
 	tx->overflow = 0;
+	tx_xlate_flush(tx);
+}
+
+void tx_init(struct tx *tx, struct space *sp, char *base, pthread_mutex_t *alloc_lock)
+{
+	memset(tx->page, 0, sizeof(tx->page));
+	tx->npages_used = 0;
+	tx->sp = sp;
+	tx->base = base;
+	tx->alloc_lock = alloc_lock;
+	tx->alloc_locked = 0;
+	tx_reset(tx);
 }
 
 void tx_begin(struct tx *tx)
 {
-	assert(tx->nwords == 0 && !tx->alloc_locked);
+	assert(tx->nruns == 0 && !tx->alloc_locked);
 	tx_reset(tx);
 }
 
@@ -120,106 +114,123 @@ void tx_defer(struct tx *tx, tx_defer_fn fn, uint64_t a, uint64_t b, uint64_t c)
 	tx->defer[tx->ndefer++] = (struct tx_defer){fn, a, b, c};
 }
 
+/* ---- the page set (T2) ---------------------------------------------------- */
+
 static inline uint32_t page_hash(uint64_t pg)
 {
 	return (uint32_t)((pg * 0x9e3779b97f4a7c15ULL) >> 40) & (TX_PAGE_SLOTS - 1);
 }
 
-/* Remembers that the page holding off has staged words. */
-static void page_note(struct tx *tx, uint64_t off)
+/* Slot of page pg (page number), or -1 if nothing of it is staged. */
+static int page_slot(const struct tx *tx, uint64_t pg)
 {
-	uint64_t pg = (off >> 12) + 1;
-	if (tx->pages_overflow)
-		return;
+	pg++;
 	for (uint32_t h = page_hash(pg);; h = (h + 1) & (TX_PAGE_SLOTS - 1)) {
 		if (tx->page[h] == pg)
-			return;
-		if (!tx->page[h]) {
-			if (tx->npages_used * 2 >= TX_PAGE_SLOTS) {
-				tx->pages_overflow = 1;
-				return;
-			}
-			tx->page[h] = pg;
-			tx->page_used[tx->npages_used++] = h;
-			return;
-		}
-	}
-}
-
-/* Could the page holding off have staged words? */
-static int page_staged(const struct tx *tx, uint64_t off)
-{
-	if (tx->pages_overflow)
-		return 1;
-	uint64_t pg = (off >> 12) + 1;
-	for (uint32_t h = page_hash(pg);; h = (h + 1) & (TX_PAGE_SLOTS - 1)) {
-		if (tx->page[h] == pg)
-			return 1;
+			return (int)h;
 		if (!tx->page[h])
-			return 0;
-	}
-}
-
-static inline uint32_t tx_hash(uint64_t off)
-{
-	uint64_t h = (off >> 3) * 0x9e3779b97f4a7c15ULL;
-	return (uint32_t)(h >> 40) & (TX_HASH_SLOTS - 1);
-}
-
-/* Index of the staged word at off, or -1. */
-static int tx_find(const struct tx *tx, uint64_t off)
-{
-	for (uint32_t h = tx_hash(off);; h = (h + 1) & (TX_HASH_SLOTS - 1)) {
-		uint32_t s = tx->slot[h];
-		if (!s)
 			return -1;
-		if (tx->off[s - 1] == off)
-			return (int)(s - 1);
 	}
 }
 
-static void tx_put_word(struct tx *tx, uint64_t off, uint64_t v)
+static int page_slot_make(struct tx *tx, uint64_t pg)
 {
-	assert((off & 7) == 0);
-	uint32_t h = tx_hash(off);
-	for (;; h = (h + 1) & (TX_HASH_SLOTS - 1)) {
-		uint32_t s = tx->slot[h];
-		if (!s)
-			break;
-		if (tx->off[s - 1] == off) {
-			tx->val[s - 1] = v;
-			return;
+	pg++;
+	for (uint32_t h = page_hash(pg);; h = (h + 1) & (TX_PAGE_SLOTS - 1)) {
+		if (tx->page[h] == pg)
+			return (int)h;
+		if (!tx->page[h]) {
+			tx->page[h] = pg;
+			tx->page_runs[h] = -1;
+			tx->page_used[tx->npages_used++] = h;
+			return (int)h;
 		}
 	}
-	if (tx->nwords >= TX_MAX_WORDS) {
+}
+
+/* ---- runs ------------------------------------------------------------------ */
+
+/* Overlays the staged bytes of [off, off+len) (one page) onto dst. */
+static void overlay_page(const struct tx *tx, int slot, uint64_t off, uint64_t len,
+			 unsigned char *dst)
+{
+	for (int32_t i = tx->page_runs[slot]; i >= 0; i = tx->runs[i].next) {
+		const struct tx_run *r = &tx->runs[i];
+		uint64_t a = FR_MAX(off, r->off), b = FR_MIN(off + len, r->off + r->len);
+		if (a < b)
+			memcpy(dst + (a - off), tx->data + r->pos + (a - r->off), b - a);
+	}
+}
+
+static void overlay(const struct tx *tx, uint64_t off, uint64_t len, unsigned char *dst)
+{
+	while (len) {
+		uint64_t n = FR_MIN(len, FR_PAGE_SIZE - (off & (FR_PAGE_SIZE - 1)));
+		int slot = page_slot(tx, off >> 12);
+		if (slot >= 0)
+			overlay_page(tx, slot, off, n, dst);
+		off += n;
+		dst += n;
+		len -= n;
+	}
+}
+
+/* Appends [off, off+len) (aligned, within one page, not staged yet). */
+static void append(struct tx *tx, int slot, uint64_t off, const void *src, uint32_t len)
+{
+	if (tx->nbytes + len > TX_MAX_BYTES) {
 		tx->overflow = 1;
 		return;
 	}
-	page_note(tx, off);
-	tx->off[tx->nwords] = off;
-	tx->val[tx->nwords] = v;
-	tx->slot[h] = ++tx->nwords;
-	tx->used_slots[tx->nhash_used++] = h;
+	struct tx_run *last = tx->nruns ? &tx->runs[tx->nruns - 1] : NULL;
+	if (last && last->off + last->len == off && last->pos + last->len == tx->nbytes &&
+	    (last->off >> 12) == (off >> 12)) {
+		last->len += len; /* extends the last run, same page */
+	} else {
+		if (tx->nruns >= TX_MAX_RUNS) {
+			tx->overflow = 1;
+			return;
+		}
+		struct tx_run *r = &tx->runs[tx->nruns];
+		*r = (struct tx_run){off, len, tx->nbytes, tx->page_runs[slot], 0};
+		tx->page_runs[slot] = (int32_t)tx->nruns++;
+	}
+	memcpy(tx->data + tx->nbytes, src, len);
+	tx->nbytes += len;
 }
 
-static uint64_t tx_get_word(struct tx *tx, uint64_t off)
+void tx_get(struct tx *tx, const void *pm, void *dst, size_t len)
 {
-	if (!page_staged(tx, off))
-		return __atomic_load_n((const uint64_t *)(tx->base + off), __ATOMIC_RELAXED);
-	int i = tx_find(tx, off);
-	if (i >= 0)
-		return tx->val[i];
-	return __atomic_load_n((const uint64_t *)(tx->base + off), __ATOMIC_RELAXED);
+	memcpy(dst, pm, len);
+	if (len && tx->nruns)
+		overlay(tx, tx_off(tx, pm), len, dst);
 }
 
-void tx_set8(struct tx *tx, void *pm, uint64_t v)
+/* Stages the aligned image of [a0, a1) within one page. */
+static void set_page(struct tx *tx, uint64_t a0, uint64_t a1, const unsigned char *img)
 {
-	tx_put_word(tx, tx_off(tx, pm), v);
-}
-
-uint64_t tx_get8(struct tx *tx, const void *pm)
-{
-	return tx_get_word(tx, tx_off(tx, pm));
+	int slot = page_slot_make(tx, a0 >> 12);
+	uint64_t covered = 0; /* bit i: word a0 + 8i is held by a run */
+	for (int32_t i = tx->page_runs[slot]; i >= 0; i = tx->runs[i].next) {
+		struct tx_run *r = &tx->runs[i];
+		uint64_t a = FR_MAX(a0, r->off), b = FR_MIN(a1, r->off + r->len);
+		if (a >= b)
+			continue;
+		memcpy(tx->data + r->pos + (a - r->off), img + (a - a0), b - a);
+		for (uint64_t w = a; w < b; w += 8)
+			covered |= 1ULL << ((w - a0) / 8);
+	}
+	for (uint64_t w = a0; w < a1;) {
+		if (covered & (1ULL << ((w - a0) / 8))) {
+			w += 8;
+			continue;
+		}
+		uint64_t e = w;
+		while (e < a1 && !(covered & (1ULL << ((e - a0) / 8))))
+			e += 8;
+		append(tx, slot, w, img + (w - a0), (uint32_t)(e - w));
+		w = e;
+	}
 }
 
 void tx_set(struct tx *tx, void *pm, const void *src, size_t len)
@@ -227,49 +238,28 @@ void tx_set(struct tx *tx, void *pm, const void *src, size_t len)
 	uint64_t off = tx_off(tx, pm);
 	const unsigned char *s = src;
 	while (len) {
-		uint64_t w0 = off & ~7ULL;
-		unsigned skip = (unsigned)(off - w0);
-		unsigned n = (unsigned)FR_MIN((size_t)(8 - skip), len);
-		uint64_t w;
-		if (skip == 0 && n == 8)
-			memcpy(&w, s, 8);
-		else {
-			w = tx_get_word(tx, w0);
-			memcpy((char *)&w + skip, s, n);
+		/* At most 64 words, within one page (see set_page's mask). */
+		uint64_t n = FR_MIN(len, FR_PAGE_SIZE - (off & (FR_PAGE_SIZE - 1)));
+		n = FR_MIN(n, 512 - (off & 7));
+		uint64_t a0 = off & ~7ULL, a1 = FR_ALIGN_UP(off + n, 8ULL);
+		unsigned char img[512];
+		if (a0 != off || a1 != off + n) {
+			memcpy(img, tx->base + a0, a1 - a0);
+			if (tx->nruns)
+				overlay(tx, a0, a1 - a0, img);
 		}
-		tx_put_word(tx, w0, w);
+		memcpy(img + (off - a0), s, n);
+		set_page(tx, a0, a1, img);
 		off += n;
 		s += n;
 		len -= n;
 	}
 }
 
-void tx_get(struct tx *tx, const void *pm, void *dst, size_t len)
+void tx_set8(struct tx *tx, void *pm, uint64_t v)
 {
-	uint64_t off = tx_off(tx, pm);
-	unsigned char *d = dst;
-	if ((off & 7) + len <= 8) { /* within one word: the common small field */
-		uint64_t w = tx_get_word(tx, off & ~7ULL);
-		memcpy(d, (char *)&w + (off & 7), len);
-		return;
-	}
-	if (tx->nwords == 0 ||
-	    ((off >> 12) == ((off + len - 1) >> 12) && !page_staged(tx, off))) {
-		memcpy(dst, pm, len);
-		return;
-	}
-	while (len) {
-		uint64_t w0 = off & ~7ULL;
-		unsigned skip = (unsigned)(off - w0);
-		unsigned n = (unsigned)FR_MIN((size_t)(8 - skip), len);
-		uint64_t w = tx_get_word(tx, w0);
-		memcpy(d, (char *)&w + skip, n);
-		off += n;
-		d += n;
-		len -= n;
-	}
+	tx_set(tx, pm, &v, 8);
 }
-
 void tx_set4(struct tx *tx, void *pm, uint32_t v)
 {
 	tx_set(tx, pm, &v, 4);
@@ -281,6 +271,13 @@ void tx_set2(struct tx *tx, void *pm, uint16_t v)
 void tx_set1(struct tx *tx, void *pm, uint8_t v)
 {
 	tx_set(tx, pm, &v, 1);
+}
+
+uint64_t tx_get8(struct tx *tx, const void *pm)
+{
+	uint64_t v;
+	tx_get(tx, pm, &v, 8);
+	return v;
 }
 uint32_t tx_get4(struct tx *tx, const void *pm)
 {
@@ -303,17 +300,18 @@ uint8_t tx_get1(struct tx *tx, const void *pm)
 
 void tx_apply_unlogged(struct tx *tx)
 {
+	/* Only for a pool that is not yet published (mkfs): no atomicity is
+	 * needed because the superblock that makes the pool valid is written
+	 * after everything else. */
 	tx_finalize(tx);
 	if (tx->overflow) {
 		tx_abort(tx); /* callers check tx_status() before applying */
 		return;
 	}
-	/* Only for a pool that is not yet published (mkfs): no atomicity is
-	 * needed because the superblock that makes the pool valid is written
-	 * after everything else. */
-	for (uint32_t i = 0; i < tx->nwords; i++) {
-		pm_store8(tx->base + tx->off[i], tx->val[i]);
-		pm_flush(tx->base + tx->off[i], 8);
+	for (uint32_t i = 0; i < tx->nruns; i++) {
+		const struct tx_run *r = &tx->runs[i];
+		pm_store(tx->base + r->off, tx->data + r->pos, r->len);
+		pm_flush(tx->base + r->off, r->len);
 	}
 	pm_fence();
 	tx_finish(tx);

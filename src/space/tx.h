@@ -2,9 +2,9 @@
  * tx.h -- staging of one atomic update (a redo transaction).
  *
  * An operation that changes several persistent objects records every change
- * here as (pool offset, 8-byte word) instead of storing it in place; reads of
- * mutable metadata during the operation go through tx_get*(), which see the
- * staged values first. meta/log.c turns the staged words into one
+ * here as runs of 8-byte aligned words (pool offset, bytes) instead of
+ * storing it in place; reads of mutable metadata during the operation go
+ * through tx_get*(), which see the staged values first. meta/log.c turns the staged words into one
  * fingerprinted log entry, commits it with one fence, applies it in place and
  * retires it. Until then nothing in the pool has changed, so abandoning a
  * transaction (tx_abort) needs no undo.
@@ -25,11 +25,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TX_MAX_WORDS 3072 /* bound on words per transaction (log entry size) */
-#define TX_HASH_SLOTS 8192
+#define TX_MAX_RUNS 1536      /* staged ranges per transaction */
+#define TX_MAX_BYTES (32 * 1024) /* staged bytes per transaction (fits a log slot) */
+#define TX_PAGE_SLOTS 4096    /* pages holding staged bytes: more than runs can fill */
 #define TX_MAX_DEFER 1024
 #define TX_MAX_FREES 1024
-#define TX_PAGE_SLOTS 1024 /* pages holding staged words (fast path for reads) */
+#define TX_XLATE 8 /* cached page translations (vspace page -> pool page) */
 
 struct space;
 typedef void (*tx_defer_fn)(struct space *sp, uint64_t a, uint64_t b, uint64_t c);
@@ -48,28 +49,39 @@ struct tx_free {
 	uint64_t a, b, c;
 };
 
+/* A staged range: 8-byte aligned, within one page, never overlapping
+ * another run. Runs of one page are chained from that page's slot. */
+struct tx_run {
+	uint64_t off;
+	uint32_t len;
+	uint32_t pos;  /* where its bytes start in tx->data */
+	int32_t next;  /* next run of the same page, -1 at the end */
+	uint32_t pad;
+};
+
 struct tx {
 	char *base;                /* start of the pool's direct mapping */
 	struct space *sp;
-	uint32_t nwords;
-	uint32_t nhash_used;
+	uint32_t nruns;
+	uint32_t nbytes;
 	int fresh;                 /* unreachable objects were written: fence first */
-	int overflow;              /* more words than TX_MAX_WORDS were staged */
+	int overflow;              /* more than a log entry can hold was staged */
 	pthread_mutex_t *alloc_lock;
 	int alloc_locked;
 	uint32_t ndefer;
-	uint64_t off[TX_MAX_WORDS]; /* staged word offsets, in first-staged order */
-	uint64_t val[TX_MAX_WORDS];
-	uint32_t slot[TX_HASH_SLOTS]; /* index+1 into off/val; 0 = empty */
-	uint32_t used_slots[TX_MAX_WORDS];
-	uint64_t page[TX_PAGE_SLOTS]; /* page number + 1 of pages with staged words */
-	uint32_t page_used[TX_PAGE_SLOTS];
-	uint32_t npages_used;
-	int pages_overflow;           /* too many pages: always probe words */
-	struct tx_defer defer[TX_MAX_DEFER];
 	uint32_t nfrees;
 	int finalizing;
+	uint32_t npages_used;
+	int pages_overflow;        /* unused: the page table is sized for the runs */
+	uint64_t xl_v[TX_XLATE], xl_p[TX_XLATE]; /* see ppt_page_tx */
+	uint32_t xl_next;
+	struct tx_run runs[TX_MAX_RUNS];
+	uint64_t page[TX_PAGE_SLOTS]; /* page number + 1 of pages with staged bytes */
+	int32_t page_runs[TX_PAGE_SLOTS]; /* first run of that page */
+	uint32_t page_used[TX_PAGE_SLOTS];
+	struct tx_defer defer[TX_MAX_DEFER];
 	struct tx_free frees[TX_MAX_FREES];
+	char data[TX_MAX_BYTES];
 };
 
 void tx_init(struct tx *tx, struct space *sp, char *base, pthread_mutex_t *alloc_lock);
@@ -90,7 +102,7 @@ static inline void tx_mark_fresh(struct tx *tx)
 }
 static inline int tx_empty(const struct tx *tx)
 {
-	return tx->nwords == 0;
+	return tx->nruns == 0;
 }
 /* -E2BIG if the transaction outgrew a log entry. */
 static inline int tx_status(const struct tx *tx)
@@ -113,6 +125,14 @@ void tx_get(struct tx *tx, const void *pm, void *dst, size_t len);
 uint32_t tx_get4(struct tx *tx, const void *pm);
 uint16_t tx_get2(struct tx *tx, const void *pm);
 uint8_t tx_get1(struct tx *tx, const void *pm);
+
+/* Forgets cached page translations: called by every change that can move
+ * or drop a backed page (swaps, releases). */
+static inline void tx_xlate_flush(struct tx *tx)
+{
+	for (int i = 0; i < TX_XLATE; i++)
+		tx->xl_v[i] = ~0ULL;
+}
 
 /* Queues a release (see struct tx_free); runs it at once while finalising. */
 void tx_free_later(struct tx *tx, tx_defer_fn fn, uint64_t a, uint64_t b, uint64_t c);

@@ -82,7 +82,7 @@ static int overflow_is_reported(void)
 	struct sfix f;
 	CHECK(sfix_open(&f, "tx4", 64 * FR_MIB) == 0);
 	char *pm = f.p.base + (f.sp.data_page << 12);
-	for (int i = 0; i < TX_MAX_WORDS + 10; i++)
+	for (int i = 0; i < TX_MAX_RUNS + 10; i++)
 		tx_set8(f.tx, pm + 8 * (uint64_t)i * 3, (uint64_t)i);
 	CHECK(tx_status(f.tx) != 0);
 	tx_abort(f.tx);
