@@ -490,11 +490,19 @@ static int split_bucket(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uin
 	return tx_status(tx) ? fr_err(-ENOSPC, "directory split too large") : 0;
 }
 
+/* Is bucket b the one serving hash v? */
+static int bucket_serves(struct tx *tx, struct fr_bucket *b, uint64_t v)
+{
+	uint16_t d = tx_get2(tx, &b->db_depth);
+	return !d || (v >> (63 - d)) == tx_get8(tx, &b->db_prefix);
+}
+
 /* Finds (making room if needed) the slot set that will hold name; returns
- * the stored hash to use. */
+ * the stored hash to use (R1). */
 static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
 			size_t len, uint64_t *hash, struct slots *s)
 {
+	uint64_t h = fr_name_hash(fs->hash_seed, name, len);
 	for (int tries = 0; tries < 64; tries++) {
 		if (!is_large(tx, dir)) {
 			if (slots_of_small(fs, tx, dir, s) &&
@@ -505,17 +513,28 @@ static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, con
 				return rc;
 			continue;
 		}
-		int rc = pick_hash(fs, tx, dir, name, len, hash);
-		if (rc)
-			return rc;
-		struct fr_bucket *b = bucket_for(fs, tx, dir, dhdr(fs, tx, dir), *hash);
+		/* The first free hash value from h on, looked up bucket by bucket
+		 * (almost always: h itself, in one bucket). */
+		struct fr_dirhdr *hd = dhdr(fs, tx, dir);
+		struct fr_bucket *b = bucket_for(fs, tx, dir, hd, h);
 		if (!b)
 			return -EUCLEAN;
-		if ((tx_get8(tx, &b->db_used) & cap_mask(DB_SLOTS)) != cap_mask(DB_SLOTS)) {
+		uint64_t v = h;
+		for (;; v++) {
+			if (v - h >= DIR_PROBE || v >= FR_HASH_END)
+				return fr_err(-ENOSPC, "too many names with the same hash in one "
+						       "directory");
+			if (!bucket_serves(tx, b, v))
+				b = bucket_for(fs, tx, dir, hd, v);
 			slots_of_bucket(b, s);
+			if (!slots_has_hash(tx, s, v))
+				break;
+		}
+		if ((tx_get8(tx, &b->db_used) & cap_mask(DB_SLOTS)) != cap_mask(DB_SLOTS)) {
+			*hash = v;
 			return 0;
 		}
-		rc = split_bucket(fs, tx, dir, *hash);
+		int rc = split_bucket(fs, tx, dir, v);
 		if (rc)
 			return rc;
 	}
@@ -525,7 +544,7 @@ static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, con
 int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name, size_t len,
 	       uint64_t ino, unsigned type)
 {
-	uint64_t hash;
+	uint64_t hash = 0;
 	struct slots s;
 	int rc = prepare_slot(fs, tx, dir, name, len, &hash, &s);
 	if (rc)

@@ -170,13 +170,18 @@ struct nameidata {
 	size_t len;
 	int trailing_slash;
 	uint64_t ino;          /* final object, 0 if it does not exist */
+	int locked;            /* LOOKUP_LOCK_PARENT: dir_ino's write lock is held */
 };
 #define LOOKUP_FOLLOW 1    /* follow a symlink in the last component */
 #define LOOKUP_PARENT 2    /* stop at the parent, last component in nd->name */
+#define LOOKUP_LOCK_PARENT 4 /* with PARENT: look the last component up under the
+			      * parent's write lock and return holding it */
 int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd);
 /* Re-checks after locking that the directory nd names is still what the walk
  * found (a live directory with the same generation). */
 int nd_dir_still_valid(ferrite_fs *fs, struct nameidata *nd);
+/* Releases the parent lock a LOOKUP_LOCK_PARENT walk returned with. */
+void nd_unlock(ferrite_fs *fs, struct nameidata *nd);
 /* Reads a symlink's target (NUL-terminated) under its read lock. */
 int fs_readlink_ino(ferrite_fs *fs, uint64_t ino, char *buf, size_t cap, size_t *len);
 

@@ -107,78 +107,53 @@ static int commit_or_abort(ferrite_fs *fs, struct log_ctx *lc, int rc)
 	return op_commit(fs, lc);
 }
 
+/* Creates the walk's last component under the parent lock the walk kept. */
+static int create_in(ferrite_fs *fs, struct nameidata *nd, mode_t mode, uint64_t *ino)
+{
+	struct log_ctx *lc = op_begin(fs);
+	if (!lc)
+		return -ENOMEM;
+	int rc = create_locked(fs, lc->tx, nd, mode, ino);
+	rc = commit_or_abort(fs, lc, rc);
+	op_end(fs, lc);
+	return rc;
+}
+
 int fs_create(ferrite_fs *fs, const char *path, int flags, mode_t mode, uint64_t *ino,
 	      int *created)
 {
 	struct nameidata nd;
 	int follow = (flags & (O_EXCL | O_NOFOLLOW)) ? 0 : LOOKUP_FOLLOW;
 	*created = 0;
-	int rc = path_walk(fs, path, LOOKUP_PARENT | follow, &nd);
+	int rc = path_walk(fs, path, LOOKUP_PARENT | LOOKUP_LOCK_PARENT | follow, &nd);
 	if (rc)
 		return rc;
 	if (nd.len == 0 || is_dot(&nd))
-		return (flags & O_EXCL) ? -EEXIST : -EISDIR;
-	if (nd.ino && (flags & O_EXCL))
-		return -EEXIST;
-	if (nd.trailing_slash)
-		return -EISDIR; /* O_CREAT names a regular file, never "name/" */
-	if (nd.ino) {
-		*ino = nd.ino;
-		return 0; /* exists: the caller opens it */
-	}
-	pthread_rwlock_t *lk = ino_lock(fs, nd.dir_ino);
-	pthread_rwlock_wrlock(lk);
-	rc = nd_dir_still_valid(fs, &nd);
-	if (rc)
-		goto out;
-	uint64_t existing = relookup(fs, NULL, &nd, NULL);
-	if (existing) {
-		if (flags & O_EXCL)
-			rc = -EEXIST;
-		else
-			*ino = existing;
-		goto out;
-	}
-	struct log_ctx *lc = op_begin(fs);
-	if (!lc) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	rc = create_locked(fs, lc->tx, &nd, S_IFREG | (mode & 07777), ino);
-	rc = commit_or_abort(fs, lc, rc);
-	op_end(fs, lc);
-	if (!rc)
+		rc = (flags & O_EXCL) ? -EEXIST : -EISDIR;
+	else if (nd.ino && (flags & O_EXCL))
+		rc = -EEXIST;
+	else if (nd.trailing_slash)
+		rc = -EISDIR; /* O_CREAT names a regular file, never "name/" */
+	else if (nd.ino)
+		*ino = nd.ino; /* exists: the caller opens it */
+	else if (!(rc = create_in(fs, &nd, S_IFREG | (mode & 07777), ino)))
 		*created = 1;
-out:
-	pthread_rwlock_unlock(lk);
+	nd_unlock(fs, &nd);
 	return rc;
 }
 
 int fs_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
 {
 	struct nameidata nd;
-	int rc = path_walk(fs, path, LOOKUP_PARENT, &nd);
+	int rc = path_walk(fs, path, LOOKUP_PARENT | LOOKUP_LOCK_PARENT, &nd);
 	if (rc)
 		return rc;
+	uint64_t ino;
 	if (nd.len == 0 || is_dot(&nd) || nd.ino)
-		return -EEXIST;
-	pthread_rwlock_t *lk = ino_lock(fs, nd.dir_ino);
-	pthread_rwlock_wrlock(lk);
-	rc = nd_dir_still_valid(fs, &nd);
-	if (!rc && relookup(fs, NULL, &nd, NULL))
 		rc = -EEXIST;
-	if (!rc) {
-		struct log_ctx *lc = op_begin(fs);
-		if (!lc) {
-			rc = -ENOMEM;
-		} else {
-			uint64_t ino;
-			rc = create_locked(fs, lc->tx, &nd, S_IFDIR | (mode & 07777), &ino);
-			rc = commit_or_abort(fs, lc, rc);
-			op_end(fs, lc);
-		}
-	}
-	pthread_rwlock_unlock(lk);
+	else
+		rc = create_in(fs, &nd, S_IFDIR | (mode & 07777), &ino);
+	nd_unlock(fs, &nd);
 	return rc;
 }
 
@@ -339,47 +314,40 @@ int fs_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
 	if (tlen >= FS_PATH_MAX)
 		return -ENAMETOOLONG;
 	struct nameidata nd;
-	int rc = path_walk(fs, linkpath, LOOKUP_PARENT, &nd);
+	int rc = path_walk(fs, linkpath, LOOKUP_PARENT | LOOKUP_LOCK_PARENT, &nd);
 	if (rc)
 		return rc;
+	struct log_ctx *lc = NULL;
 	if (nd.len == 0 || is_dot(&nd) || nd.ino)
-		return -EEXIST;
-	if (nd.trailing_slash)
-		return -ENOENT;
-	pthread_rwlock_t *lk = ino_lock(fs, nd.dir_ino);
-	pthread_rwlock_wrlock(lk);
-	rc = nd_dir_still_valid(fs, &nd);
-	if (!rc && relookup(fs, NULL, &nd, NULL))
 		rc = -EEXIST;
-	if (!rc) {
-		struct log_ctx *lc = op_begin(fs);
-		if (!lc) {
-			rc = -ENOMEM;
-		} else {
-			struct tx *tx = lc->tx;
-			uint64_t ino;
-			rc = create_locked(fs, tx, &nd, S_IFLNK | 0777, &ino);
-			struct fr_inode *ip = ino_ptr(fs, ino);
-			if (!rc && tlen <= I_INLINE_MAX) {
-				tx_set(tx, ip->i_inline, target, tlen);
-			} else if (!rc) {
-				/* Long targets live in the link's partition, written
-				 * into pages that are new in this transaction. */
-				rc = dp_prepare(fs, tx, ip, 0, tlen, 0);
-				for (uint64_t off = 0; !rc && off < tlen; off += FR_PAGE_SIZE) {
-					uint64_t phys = dp_phys(fs, tx, ip, off);
-					pm_copy_nt(meta_ptr(&fs->m, phys), target + off,
-						   FR_MIN(FR_PAGE_SIZE, tlen - off));
-					tx_mark_fresh(tx);
-				}
+	else if (nd.trailing_slash)
+		rc = -ENOENT;
+	else if (!(lc = op_begin(fs)))
+		rc = -ENOMEM;
+	if (lc) {
+		struct tx *tx = lc->tx;
+		uint64_t ino = 0;
+		rc = create_locked(fs, tx, &nd, S_IFLNK | 0777, &ino);
+		struct fr_inode *ip = rc ? NULL : ino_ptr(fs, ino);
+		if (!rc && tlen <= I_INLINE_MAX) {
+			tx_set(tx, ip->i_inline, target, tlen);
+		} else if (!rc) {
+			/* Long targets live in the link's partition, written into
+			 * pages that are new in this transaction. */
+			rc = dp_prepare(fs, tx, ip, 0, tlen, 0);
+			for (uint64_t off = 0; !rc && off < tlen; off += FR_PAGE_SIZE) {
+				uint64_t phys = dp_phys(fs, tx, ip, off);
+				pm_copy_nt(meta_ptr(&fs->m, phys), target + off,
+					   FR_MIN(FR_PAGE_SIZE, tlen - off));
+				tx_mark_fresh(tx);
 			}
-			if (!rc)
-				tx_set8(tx, &ip->i_size, tlen);
-			rc = commit_or_abort(fs, lc, rc);
-			op_end(fs, lc);
 		}
+		if (!rc)
+			tx_set8(tx, &ip->i_size, tlen);
+		rc = commit_or_abort(fs, lc, rc);
+		op_end(fs, lc);
 	}
-	pthread_rwlock_unlock(lk);
+	nd_unlock(fs, &nd);
 	return rc;
 }
 

@@ -47,19 +47,25 @@ int fs_readlink_ino(ferrite_fs *fs, uint64_t ino, char *buf, size_t cap, size_t 
 	return read_link_target(fs, ino, buf, cap, len);
 }
 
-/* Looks name up in dir under dir's read lock. */
+/* Looks name up in dir under dir's read lock, or with keep set, under its
+ * write lock, which is then kept (the caller changes the directory next). */
 static int lookup_locked(ferrite_fs *fs, uint64_t dir, const char *name, size_t len,
-			 uint64_t *out)
+			 uint64_t *out, int keep)
 {
 	struct fr_inode *dp = ino_ptr(fs, dir);
-	if (len == 1 && name[0] == '.') {
+	pthread_rwlock_t *lk = ino_lock(fs, dir);
+	if (keep)
+		pthread_rwlock_wrlock(lk);
+	else if (len == 1 && name[0] == '.') {
 		*out = dir;
 		return 0;
-	}
-	pthread_rwlock_t *lk = ino_lock(fs, dir);
-	pthread_rwlock_rdlock(lk);
+	} else
+		pthread_rwlock_rdlock(lk);
 	int rc;
-	if (len == 2 && name[0] == '.' && name[1] == '.') {
+	if (len == 1 && name[0] == '.') {
+		*out = dir;
+		rc = 0;
+	} else if (len == 2 && name[0] == '.' && name[1] == '.') {
 		*out = dir == fs->root_ino ? dir : dp->i_parent;
 		rc = 0;
 	} else if (dp->i_nlink == 0) {
@@ -70,8 +76,17 @@ static int lookup_locked(ferrite_fs *fs, uint64_t dir, const char *name, size_t 
 		if (!rc)
 			*out = d->d_ino;
 	}
-	pthread_rwlock_unlock(lk);
+	if (!keep)
+		pthread_rwlock_unlock(lk);
 	return rc;
+}
+
+void nd_unlock(ferrite_fs *fs, struct nameidata *nd)
+{
+	if (nd->locked) {
+		pthread_rwlock_unlock(ino_lock(fs, nd->dir_ino));
+		nd->locked = 0;
+	}
 }
 
 int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
@@ -126,9 +141,13 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 		if (rc)
 			break;
 		uint64_t child = 0;
-		rc = lookup_locked(fs, cur, comp, len, &child);
-		if (rc && rc != -ENOENT)
+		int keep = last && (flags & LOOKUP_PARENT) && (flags & LOOKUP_LOCK_PARENT);
+		rc = lookup_locked(fs, cur, comp, len, &child, keep);
+		if (rc && rc != -ENOENT) {
+			if (keep)
+				pthread_rwlock_unlock(ino_lock(fs, cur));
 			break;
+		}
 		if (last && (flags & LOOKUP_PARENT)) {
 			struct fr_inode *cp = child ? ino_ptr(fs, child) : NULL;
 			int follow = (flags & LOOKUP_FOLLOW) && cp && S_ISLNK(cp->i_mode);
@@ -140,9 +159,12 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 				nd->len = len;
 				nd->trailing_slash = slash;
 				nd->ino = rc == -ENOENT ? 0 : child;
+				nd->locked = keep;
 				rc = 0;
 				break;
 			}
+			if (keep)
+				pthread_rwlock_unlock(ino_lock(fs, cur));
 		}
 		if (rc == -ENOENT)
 			break;

@@ -92,7 +92,9 @@ struct log_ctx *log_acquire(struct meta *m)
 	pthread_mutex_lock(&m->log_lock);
 	while (m->log_free_head < 0 || (uint32_t)m->log_free_head >= m->nlogs) {
 		m->log_free_head = -1;
+		m->log_waiters++;
 		pthread_cond_wait(&m->log_cond, &m->log_lock);
+		m->log_waiters--;
 	}
 	struct log_ctx *lc = &m->logs[m->log_free_head];
 	m->log_free_head = lc->next_free < m->nlogs ? (int64_t)lc->next_free : -1;
@@ -119,7 +121,8 @@ void log_release(struct meta *m, struct log_ctx *lc)
 	pthread_mutex_lock(&m->log_lock);
 	lc->next_free = m->log_free_head < 0 ? m->nlogs : (uint32_t)m->log_free_head;
 	m->log_free_head = lc->index;
-	pthread_cond_signal(&m->log_cond);
+	if (m->log_waiters)
+		pthread_cond_signal(&m->log_cond);
 	pthread_mutex_unlock(&m->log_lock);
 }
 

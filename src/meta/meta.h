@@ -30,6 +30,7 @@ struct meta {
 	pthread_mutex_t log_lock;
 	pthread_cond_t log_cond;
 	int64_t log_free_head; /* index of a free slot or -1 */
+	int log_waiters;       /* threads waiting for a free slot */
 	uint64_t recovered_entries;
 };
 

@@ -172,6 +172,7 @@ static int split(struct tx *tx, uint64_t v, int level, int child_level)
 	free(img);
 	tx_mark_fresh(tx);
 	tx_set8(tx, slot, off | PPT_TABLE);
+	tx_defer(tx, vs_window_changed, v, 1, 0); /* was E: any old mapping is stale */
 	return 0;
 }
 
@@ -382,6 +383,10 @@ void part_free(struct tx *tx, uint64_t v, int n)
 {
 	struct path_ent path[SP_MAX_LEVEL + 2];
 	tx_lock_alloc(tx);
+	/* Holes of a large partition may be mapped (to the zero page): the next
+	 * owner of these windows must find them unmapped (V1). */
+	if (n >= SP_L3)
+		tx_defer(tx, vs_window_changed, v, sp_level_size(n) >> FR_UNIT_SHIFT, 0);
 	/* The parent: the L3 holding a small partition, else the P partition
 	 * one level up. */
 	int plevel = n < SP_L3 ? SP_L3 : n + 1;

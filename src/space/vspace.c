@@ -12,6 +12,10 @@
  *
  * Invariants: V1 a window marked VS_MAPPED maps every backed page of the
  *               PPT's current entry to the right pool offset;
+ *             V0 the reserved range never has a hole: every change replaces a
+ *               mapping in place (MAP_FIXED, MREMAP_DONTUNMAP), because another
+ *               thread's mmap could otherwise land in the hole and be
+ *               overwritten by the next MAP_FIXED;
  *             V2 the state of a window changes only under map_lock, and a
  *               window is re-mapped only by a thread that holds the write
  *               lock of the file owning the pages involved.
@@ -24,6 +28,10 @@
 #include <sys/mman.h>
 
 #include "space/space.h"
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4
+#endif
 
 struct vs_exc {
 	uint64_t w; /* window index + 1; 0 = empty slot */
@@ -328,19 +336,22 @@ void vs_moved(struct space *sp, uint64_t src, uint64_t dst, uint64_t n)
 		char *from = sp->vbase + ((ws + i) << FR_UNIT_SHIFT);
 		char *to = sp->vbase + ((wd + i) << FR_UNIT_SHIFT);
 		size_t len = run << FR_UNIT_SHIFT;
-		void *m = mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+		/* MREMAP_DONTUNMAP keeps the source range mapped (empty), so no
+		 * other thread's mmap can land in it before it is reserved again. */
+		int fl = MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP;
+		void *m = mremap(from, len, len, fl, to);
 		if (m == MAP_FAILED && run > 1) {
 			run = 1; /* spans several VMAs: move window by window */
 			len = FR_UNIT_SIZE;
-			m = mremap(from, len, len, MREMAP_MAYMOVE | MREMAP_FIXED, to);
+			m = mremap(from, len, len, fl, to);
 		}
 		if (m == MAP_FAILED) {
-			unmap_window(sp, ws + i);
+			unmap_window(sp, ws + i); /* mapped again from the PPT on next use */
 			i++;
 			continue;
 		}
 		sp->stat_mremaps++;
-		reserve_at(from, len); /* mremap left a hole in the reservation */
+		reserve_at(from, len); /* replaces the emptied source in place */
 		for (uint64_t j = 0; j < run; j++) {
 			__atomic_store_n(&sp->wstate[ws + i + j], VS_UNMAPPED, __ATOMIC_RELEASE);
 			__atomic_store_n(&sp->wstate[wd + i + j], VS_MAPPED, __ATOMIC_RELEASE);

@@ -326,6 +326,28 @@ out:
 	return rc;
 }
 
+static struct fm_backend *kept_mirror;
+
+static void free_kept_mirror(void)
+{
+	if (kept_mirror)
+		fm_posix_free(kept_mirror);
+	kept_mirror = NULL;
+}
+
+/* Owns the mirror backend until exit, whichever way run() returns. */
+static void keep_mirror(struct fm_backend *m)
+{
+	static int registered;
+	if (!registered) {
+		atexit(free_kept_mirror);
+		registered = 1;
+	}
+	if (!m)
+		free_kept_mirror();
+	kept_mirror = m;
+}
+
 static int run(void)
 {
 	char why[1024];
@@ -344,6 +366,8 @@ static int run(void)
 		return 2;
 	}
 	struct fm_backend *mirror = fm_posix_new(mirror_dir, 0);
+	/* the mirror outlives every early return of a failed trial */
+	keep_mirror(mirror);
 	/* same root attributes on both sides */
 	struct fm_backend *sut = O.posix ? fm_posix_new(child_dir, 0) : fm_ferrite_new(pool);
 	if (!sut || !mirror)
@@ -440,7 +464,7 @@ static int run(void)
 	       O.trials, (long long)total_acked,
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, n_early,
 	       n_none - n_early, n_not, n_done, n_torn);
-	fm_posix_free(mirror);
+	keep_mirror(NULL);
 	munmap(shm, shm_len);
 	fm_rm_rf(dir);
 	unlink(pool);

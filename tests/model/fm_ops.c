@@ -948,25 +948,28 @@ static int make_iov(uint64_t seed, int niov, uint8_t *buf, size_t len, struct io
 /* Reads [off, end) through fd and reports whether it is all zeros. */
 static int range_is_zero(struct fm_side *s, int fd, int64_t off, int64_t end, int64_t *where)
 {
-	static __thread uint8_t *buf;
 	const size_t chunk = 1 << 20;
-	if (!buf)
-		buf = malloc(chunk);
-	while (off < end) {
+	uint8_t *buf = malloc(chunk); /* per call: worker threads come and go */
+	int zero = 1;
+	while (buf && off < end) {
 		size_t n = (size_t)(end - off) < chunk ? (size_t)(end - off) : chunk;
 		ssize_t r = s->be->pread(s->be->ctx, fd, buf, n, off);
 		if (r <= 0) {
 			*where = off;
-			return r == 0 ? 1 : 0;
+			zero = r == 0;
+			break;
 		}
-		for (ssize_t i = 0; i < r; i++)
+		for (ssize_t i = 0; i < r && zero; i++)
 			if (buf[i]) {
 				*where = off + i;
-				return 0;
+				zero = 0;
 			}
+		if (!zero)
+			break;
 		off += r;
 	}
-	return 1;
+	free(buf);
+	return zero;
 }
 
 static void after_fd(struct fm_side *s, int slot, struct fm_res *res)
