@@ -1,0 +1,485 @@
+/*
+ * main.c -- ferrite-bench: options, the backends side by side, the three groups.
+ *
+ *   a) ctFS micro-benchmarks (micro.c)   ferrite | tmpfs | ext4 | raw
+ *   b) metadata operations (meta.c)      ferrite | tmpfs | ext4
+ *   c) mount time and RSS (mount.c)      ferrite, pools of --mount-files files
+ *
+ * Why the comparison is fair: all backends live in the same process and the same
+ * memory (/dev/shm), run the same workload code through the same operation table,
+ * and are measured in the same run, interleaved; results are ratios of medians, never
+ * absolute targets. One invocation runs everything; run-bench.sh prepares ext4.
+ */
+#ifndef _GNU_SOURCE /* the top-level CMakeLists.txt defines it */
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <getopt.h>
+#include <libgen.h>
+#include <math.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "bench.h"
+
+static const char *const bk_names[BK_COUNT] = {"ferrite", "tmpfs", "ext4", "raw"};
+
+static void usage(FILE *f)
+{
+	fprintf(
+	    f,
+	    "usage: ferrite-bench [options]\n"
+	    "  --quick                 smoke run in seconds (small file, few files); proves the\n"
+	    "                          program runs, the numbers mean nothing\n"
+	    "  --only GROUPS           comma list of micro (a), meta (b), mount (c); default all\n"
+	    "  --backends LIST         comma list of ferrite,tmpfs,ext4,raw; default all\n"
+	    "  --runs N                repeat each measurement N times, report the median (3)\n"
+	    "  --json FILE             write all results as JSON\n"
+	    "  --file-size SIZE        a) size of the file (1G)\n"
+	    "  --ops N                 a) RR/RW operations (262144)\n"
+	    "  --files N               b) files in the directory (100000)\n"
+	    "  --mount-files LIST      c) pool populations (1000,1000000)\n"
+	    "  --pool PATH             ferrite pool for a) and b) (/dev/shm/ferrite/bench.pool);\n"
+	    "                          c) puts its pools in the same directory\n"
+	    "  --pool-size SIZE        size of that pool (derived from the sizes)\n"
+	    "  --mount-pool-size SIZE  size of each c) pool (derived from the file count)\n"
+	    "  --workdir DIR           directory of the tmpfs column (/dev/shm/ferrite-bench)\n"
+	    "  --raw-dir DIR           directory of the raw pool file (that of --pool)\n"
+	    "  --ext4-dir DIR          a mounted ext4 to use (run-bench.sh sets this)\n"
+	    "  --ext4-skip REASON      ext4 is unavailable for REASON (run-bench.sh sets this)\n"
+	    "  --no-drop-caches        do not drop the page cache before ext4 RW\n"
+	    "  --keep                  keep the ferrite pools afterwards\n"
+	    "  --seed N                seed of offsets and permutations (42)\n"
+	    "  --cpu N                 pin the process (and the mount probes) to CPU N\n");
+}
+
+static int parse_count(const char *s, uint64_t *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || v < 0 || v != floor(v))
+		return -EINVAL;
+	*out = (uint64_t)v;
+	return 0;
+}
+
+static int parse_groups(const char *s, unsigned *out)
+{
+	char buf[256];
+	char *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	*out = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(t, "micro") || !strcmp(t, "a"))
+			*out |= G_MICRO;
+		else if (!strcmp(t, "meta") || !strcmp(t, "b"))
+			*out |= G_META;
+		else if (!strcmp(t, "mount") || !strcmp(t, "c"))
+			*out |= G_MOUNT;
+		else
+			return -EINVAL;
+	}
+	return *out ? 0 : -EINVAL;
+}
+
+static int parse_backends(const char *s, unsigned *out)
+{
+	char buf[256];
+	char *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	*out = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int k;
+
+		for (k = 0; k < BK_COUNT && strcmp(t, bk_names[k]); k++)
+			;
+		if (k == BK_COUNT)
+			return -EINVAL;
+		*out |= 1u << k;
+	}
+	return *out ? 0 : -EINVAL;
+}
+
+static int parse_mount_files(const char *s, struct bench_opts *o)
+{
+	char buf[256];
+	char *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	o->n_mount_files = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		if (o->n_mount_files == BENCH_MAX_MOUNT_SIZES)
+			return -EINVAL;
+		if (parse_count(t, &o->mount_files[o->n_mount_files]) < 0 ||
+		    o->mount_files[o->n_mount_files] == 0)
+			return -EINVAL;
+		o->n_mount_files++;
+	}
+	return o->n_mount_files ? 0 : -EINVAL;
+}
+
+enum {
+	OPT_QUICK = 256,
+	OPT_ONLY,
+	OPT_BACKENDS,
+	OPT_RUNS,
+	OPT_JSON,
+	OPT_FILE_SIZE,
+	OPT_OPS,
+	OPT_FILES,
+	OPT_MOUNT_FILES,
+	OPT_POOL,
+	OPT_POOL_SIZE,
+	OPT_MOUNT_POOL_SIZE,
+	OPT_WORKDIR,
+	OPT_RAW_DIR,
+	OPT_EXT4_DIR,
+	OPT_EXT4_SKIP,
+	OPT_NO_DROP,
+	OPT_KEEP,
+	OPT_SEED,
+	OPT_CPU,
+	OPT_HELP,
+};
+
+static const struct option long_opts[] = {
+    {"quick", no_argument, NULL, OPT_QUICK},
+    {"only", required_argument, NULL, OPT_ONLY},
+    {"backends", required_argument, NULL, OPT_BACKENDS},
+    {"runs", required_argument, NULL, OPT_RUNS},
+    {"json", required_argument, NULL, OPT_JSON},
+    {"file-size", required_argument, NULL, OPT_FILE_SIZE},
+    {"ops", required_argument, NULL, OPT_OPS},
+    {"files", required_argument, NULL, OPT_FILES},
+    {"mount-files", required_argument, NULL, OPT_MOUNT_FILES},
+    {"pool", required_argument, NULL, OPT_POOL},
+    {"pool-size", required_argument, NULL, OPT_POOL_SIZE},
+    {"mount-pool-size", required_argument, NULL, OPT_MOUNT_POOL_SIZE},
+    {"workdir", required_argument, NULL, OPT_WORKDIR},
+    {"raw-dir", required_argument, NULL, OPT_RAW_DIR},
+    {"ext4-dir", required_argument, NULL, OPT_EXT4_DIR},
+    {"ext4-skip", required_argument, NULL, OPT_EXT4_SKIP},
+    {"no-drop-caches", no_argument, NULL, OPT_NO_DROP},
+    {"keep", no_argument, NULL, OPT_KEEP},
+    {"seed", required_argument, NULL, OPT_SEED},
+    {"cpu", required_argument, NULL, OPT_CPU},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+/* 0 = not given on the command line; filled from the (quick) defaults afterwards. */
+static int parse_opts(int argc, char **argv, struct bench_opts *o)
+{
+	uint64_t runs = 0, cpu = 0;
+	int c, rc = 0;
+
+	memset(o, 0, sizeof(*o));
+	o->groups = G_MICRO | G_META | G_MOUNT;
+	o->backends = (1u << BK_COUNT) - 1;
+	o->drop_caches = 1;
+	o->seed = 42;
+	o->cpu = -1;
+	while ((c = getopt_long(argc, argv, "h", long_opts, NULL)) != -1) {
+		switch (c) {
+		case OPT_QUICK:
+			o->quick = 1;
+			break;
+		case OPT_ONLY:
+			rc = parse_groups(optarg, &o->groups);
+			break;
+		case OPT_BACKENDS:
+			rc = parse_backends(optarg, &o->backends);
+			break;
+		case OPT_RUNS:
+			rc = parse_count(optarg, &runs);
+			if (rc == 0 && (runs < 1 || runs > BENCH_MAX_RUNS))
+				rc = -EINVAL;
+			o->runs = (int)runs;
+			break;
+		case OPT_JSON:
+			o->json = optarg;
+			break;
+		case OPT_FILE_SIZE:
+			rc = parse_size(optarg, &o->file_size);
+			break;
+		case OPT_OPS:
+			rc = parse_count(optarg, &o->rand_ops);
+			break;
+		case OPT_FILES:
+			rc = parse_count(optarg, &o->files);
+			break;
+		case OPT_MOUNT_FILES:
+			rc = parse_mount_files(optarg, o);
+			break;
+		case OPT_POOL:
+			o->pool = optarg;
+			break;
+		case OPT_POOL_SIZE:
+			rc = parse_size(optarg, &o->pool_size);
+			break;
+		case OPT_MOUNT_POOL_SIZE:
+			rc = parse_size(optarg, &o->mount_pool_size);
+			break;
+		case OPT_WORKDIR:
+			o->workdir = optarg;
+			break;
+		case OPT_RAW_DIR:
+			o->raw_dir = optarg;
+			break;
+		case OPT_EXT4_DIR:
+			o->ext4_dir = optarg;
+			break;
+		case OPT_EXT4_SKIP:
+			o->ext4_skip = optarg;
+			break;
+		case OPT_NO_DROP:
+			o->drop_caches = 0;
+			break;
+		case OPT_KEEP:
+			o->keep = 1;
+			break;
+		case OPT_SEED:
+			rc = parse_count(optarg, &o->seed);
+			break;
+		case OPT_CPU:
+			rc = parse_count(optarg, &cpu);
+			if (rc == 0 && cpu >= CPU_SETSIZE)
+				rc = -EINVAL;
+			o->cpu = (int)cpu;
+			break;
+		case OPT_HELP:
+		case 'h':
+			usage(stdout);
+			exit(0);
+		default:
+			return -EINVAL;
+		}
+		if (rc < 0) {
+			fprintf(stderr, "ferrite-bench: bad value for --%s: %s\n",
+				long_opts[c - OPT_QUICK].name, optarg);
+			return rc;
+		}
+	}
+	if (optind < argc) {
+		fprintf(stderr, "ferrite-bench: unexpected argument %s\n", argv[optind]);
+		return -EINVAL;
+	}
+	if (!o->file_size)
+		o->file_size = o->quick ? 16ull << 20 : 1ull << 30;
+	if (!o->rand_ops)
+		o->rand_ops = o->quick ? 4096 : 262144;
+	if (!o->files)
+		o->files = o->quick ? 500 : 100000;
+	if (!o->n_mount_files) {
+		o->mount_files[0] = o->quick ? 100 : 1000;
+		o->mount_files[1] = o->quick ? 2000 : 1000000;
+		o->n_mount_files = 2;
+	}
+	if (!o->runs)
+		o->runs = o->quick ? 1 : 3;
+	if (!o->pool)
+		o->pool = "/dev/shm/ferrite/bench.pool";
+	if (!o->workdir)
+		o->workdir = "/dev/shm/ferrite-bench";
+	if (!o->raw_dir) { /* the same backing as the ferrite pool (huge pages if it has them) */
+		static char pooldir[4096];
+
+		snprintf(pooldir, sizeof(pooldir), "%s", o->pool);
+		o->raw_dir = dirname(pooldir);
+	}
+	o->file_size &= ~4095ull;
+	if (o->file_size < (64u << 10)) {
+		fprintf(stderr, "ferrite-bench: --file-size must be at least 64K\n");
+		return -EINVAL;
+	}
+	return 0;
+}
+
+struct bench_state {
+	struct bench_backend store[BK_COUNT];
+	struct bench_backend *bk[BK_COUNT];
+	const char *skip[BK_COUNT];
+	char why[BK_COUNT][320];
+};
+
+static void backend_skip(struct bench_state *s, int k, const char *fmt, const char *arg)
+{
+	snprintf(s->why[k], sizeof(s->why[k]), fmt, arg);
+	s->skip[k] = s->why[k];
+	s->bk[k] = NULL;
+}
+
+static void backends_init(struct bench_state *s, const struct bench_opts *o)
+{
+	unsigned need = 0; /* backends the selected groups use */
+	char dir[4096];
+	char why[300];
+
+	if (o->groups & G_MICRO)
+		need |= (1u << BK_COUNT) - 1;
+	if (o->groups & G_META)
+		need |= (1u << BK_FERRITE) | (1u << BK_TMPFS) | (1u << BK_EXT4);
+	for (int k = 0; k < BK_COUNT; k++) {
+		if (!(need & (1u << k)))
+			continue;
+		if (!(o->backends & (1u << k))) {
+			backend_skip(s, k, "%s", "not selected (--backends)");
+			continue;
+		}
+		why[0] = '\0';
+		s->bk[k] = &s->store[k];
+		if (k == BK_FERRITE) {
+			progress("setting up ferrite");
+			if (ferrite_backend_init(s->bk[k], o, why, sizeof(why)) < 0)
+				backend_skip(s, k, "%s", why);
+		} else if (k == BK_TMPFS) {
+			snprintf(dir, sizeof(dir), "%s/tmpfs", o->workdir);
+			if (posix_backend_init(s->bk[k], "tmpfs", dir, 0, why, sizeof(why)) < 0)
+				backend_skip(s, k, "%s", why);
+		} else if (k == BK_EXT4) {
+			int root = geteuid() == 0;
+
+			if (o->ext4_skip) {
+				backend_skip(s, k, "%s", o->ext4_skip);
+				continue;
+			}
+			if (!o->ext4_dir) {
+				backend_skip(s, k, "%s",
+					     "no ext4 prepared (run through bench/run-bench.sh as "
+					     "root, or pass --ext4-dir)");
+				continue;
+			}
+			snprintf(dir, sizeof(dir), "%s/ferrite-bench", o->ext4_dir);
+			if (posix_backend_init(s->bk[k], "ext4", dir, o->drop_caches && root, why,
+					       sizeof(why)) < 0) {
+				backend_skip(s, k, "%s", why);
+				continue;
+			}
+			if (o->drop_caches && !root)
+				snprintf(s->bk[k]->notes, sizeof(s->bk[k]->notes),
+					 "not root: page cache NOT dropped before RW (ext4 RW "
+					 "pessimistic)");
+		} else {
+			progress("setting up raw (pre-faulting %llu MiB)",
+				 (unsigned long long)(o->file_size >> 20));
+			if (mkdir_p(o->raw_dir) < 0 ||
+			    raw_backend_init(s->bk[k], o->raw_dir, o->file_size, why, sizeof(why)) <
+				0)
+				backend_skip(s, k, "%s",
+					     why[0] ? why : "cannot create the raw dir");
+		}
+	}
+}
+
+/* Errors (not timings): a selected backend that could not be set up for a reason
+ * other than missing privileges, a failed operation, data that did not read back. */
+static int count_failures(const struct bench_state *s, const struct bench_opts *o,
+			  const struct bench_row *micro, const struct bench_row *meta,
+			  const struct mount_result *mnt, const char *mount_skip)
+{
+	int n = 0;
+
+	for (int k = 0; k < BK_COUNT; k++) {
+		if (s->skip[k] && k != BK_EXT4 && (o->backends & (1u << k)))
+			n++;
+		for (int i = 0; !s->skip[k] && i < MICRO_ROWS && (o->groups & G_MICRO); i++)
+			n += micro[i].cell[k].failed + !!micro[i].cell[k].cleanup_err[0];
+		for (int i = 0; !s->skip[k] && i < META_ROWS && (o->groups & G_META); i++)
+			n += meta[i].cell[k].failed + !!meta[i].cell[k].cleanup_err[0];
+	}
+	if ((o->groups & G_MOUNT) && (o->backends & (1u << BK_FERRITE))) {
+		n += mount_skip != NULL;
+		for (int i = 0; !mount_skip && i < o->n_mount_files; i++)
+			n += mnt[i].failed;
+	}
+	return n;
+}
+
+static void backends_fini(struct bench_state *s)
+{
+	for (int k = 0; k < BK_COUNT; k++) {
+		if (s->bk[k] && s->bk[k]->ctx) {
+			s->bk[k]->fini(s->bk[k]->ctx);
+			s->bk[k]->ctx = NULL; /* where/notes stay for the JSON */
+		}
+	}
+}
+
+int main(int argc, char **argv)
+{
+	static struct bench_row micro[MICRO_ROWS], meta[META_ROWS];
+	static struct mount_result mnt[BENCH_MAX_MOUNT_SIZES];
+	static struct bench_state s;
+	struct bench_opts o;
+	char mount_why[320];
+	const char *mount_skip = NULL;
+	int nfail;
+
+	if (argc == 3 && strcmp(argv[1], "--probe-mount") == 0)
+		return mount_probe_main(argv[2]);
+	if (parse_opts(argc, argv, &o) < 0) {
+		fprintf(stderr, "try 'ferrite-bench --help'\n");
+		return 2;
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (o.cpu >= 0) {
+		cpu_set_t set;
+
+		CPU_ZERO(&set);
+		CPU_SET(o.cpu, &set);
+		if (sched_setaffinity(0, sizeof(set), &set) < 0) {
+			fprintf(stderr, "ferrite-bench: cannot pin to CPU %d: %s\n", o.cpu,
+				strerror(errno));
+			return 2;
+		}
+	}
+	micro_rows_init(micro);
+	meta_rows_init(meta);
+	backends_init(&s, &o);
+	report_header(s.bk, s.skip, &o);
+
+	if (o.groups & G_MICRO) {
+		micro_run(s.bk, &o, micro);
+		report_micro(micro, s.skip, &o);
+	}
+	if (o.groups & G_META) {
+		meta_run(s.bk, &o, meta);
+		report_meta(meta, s.skip, &o);
+	}
+	backends_fini(&s); /* the ferrite pool is unmounted before c) forks its probes */
+
+	if (o.groups & G_MOUNT) {
+		if (!(o.backends & (1u << BK_FERRITE)))
+			mount_skip = "ferrite not selected (--backends)";
+		else if (mount_group_run(&o, mnt, o.n_mount_files, mount_why, sizeof(mount_why)) <
+			 0)
+			mount_skip = mount_why;
+		report_mount(mnt, o.n_mount_files, mount_skip, &o);
+	}
+	if (o.json) {
+		if (report_json(o.json, s.bk, s.skip, &o, (o.groups & G_MICRO) ? micro : NULL,
+				(o.groups & G_META) ? meta : NULL,
+				(o.groups & G_MOUNT) ? mnt : NULL, o.n_mount_files,
+				mount_skip) != 0) {
+			fprintf(stderr, "ferrite-bench: cannot write %s\n", o.json);
+			return 1;
+		}
+		progress("results written to %s", o.json);
+	}
+	rmdir(o.workdir);
+	nfail = count_failures(&s, &o, micro, meta, mnt, mount_skip);
+	if (nfail) {
+		fprintf(stderr, "ferrite-bench: %d error%s (see the tables above)\n", nfail,
+			nfail == 1 ? "" : "s");
+		return 1;
+	}
+	return 0;
+}
