@@ -195,8 +195,77 @@ static void append(struct tx *tx, int slot, uint64_t off, const void *src, uint3
 		*r = (struct tx_run){off, len, tx->nbytes, tx->page_runs[slot], 0};
 		tx->page_runs[slot] = (int32_t)tx->nruns++;
 	}
-	memcpy(tx->data + tx->nbytes, src, len);
+	if (len == 8)
+		memcpy(tx->data + tx->nbytes, src, 8);
+	else
+		memcpy(tx->data + tx->nbytes, src, len);
 	tx->nbytes += len;
+}
+
+/* The current view of the aligned word at pool offset a0 (no variable-size
+ * copies: this is the hot path of every small field read and write). */
+static uint64_t tx_word(const struct tx *tx, uint64_t a0)
+{
+	uint64_t w = __atomic_load_n((const uint64_t *)(tx->base + a0), __ATOMIC_RELAXED);
+	if (!tx->nruns)
+		return w;
+	int slot = page_slot(tx, a0 >> 12);
+	if (slot < 0)
+		return w;
+	for (int32_t i = tx->page_runs[slot]; i >= 0; i = tx->runs[i].next) {
+		const struct tx_run *r = &tx->runs[i];
+		if (a0 >= r->off && a0 < r->off + r->len) {
+			memcpy(&w, tx->data + r->pos + (a0 - r->off), 8);
+			break;
+		}
+	}
+	return w;
+}
+
+/* Stages one aligned word. */
+static void tx_put_word(struct tx *tx, uint64_t a0, uint64_t w)
+{
+	int slot = page_slot_make(tx, a0 >> 12);
+	for (int32_t i = tx->page_runs[slot]; i >= 0; i = tx->runs[i].next) {
+		struct tx_run *r = &tx->runs[i];
+		if (a0 >= r->off && a0 < r->off + r->len) {
+			memcpy(tx->data + r->pos + (a0 - r->off), &w, 8);
+			return;
+		}
+	}
+	append(tx, slot, a0, &w, 8);
+}
+
+/* Reads len <= 8 bytes at off that lie within one word. */
+static inline uint64_t tx_small_get(struct tx *tx, const void *pm, unsigned len)
+{
+	uint64_t off = tx_off(tx, pm);
+	if (FR_UNLIKELY((off & 7) + len > 8)) { /* straddles two words */
+		uint64_t v = 0;
+		tx_get(tx, pm, &v, len);
+		return v;
+	}
+	uint64_t w = tx_word(tx, off & ~7ULL) >> (8 * (off & 7));
+	return len == 8 ? w : w & ((1ULL << (8 * len)) - 1);
+}
+
+/* Writes the low len <= 8 bytes of v at off, within one word. */
+static inline void tx_small_set(struct tx *tx, void *pm, uint64_t v, unsigned len)
+{
+	uint64_t off = tx_off(tx, pm), a0 = off & ~7ULL;
+	if (FR_UNLIKELY((off & 7) + len > 8)) { /* straddles two words */
+		tx_set(tx, pm, &v, len);
+		return;
+	}
+	unsigned sh = 8 * (unsigned)(off & 7);
+	uint64_t w;
+	if (len == 8) {
+		w = v;
+	} else {
+		uint64_t mask = ((1ULL << (8 * len)) - 1) << sh;
+		w = (tx_word(tx, a0) & ~mask) | ((v << sh) & mask);
+	}
+	tx_put_word(tx, a0, w);
 }
 
 void tx_get(struct tx *tx, const void *pm, void *dst, size_t len)
@@ -256,46 +325,39 @@ void tx_set(struct tx *tx, void *pm, const void *src, size_t len)
 	}
 }
 
+/* On-PM fields are naturally aligned, so they take the one-word paths. */
 void tx_set8(struct tx *tx, void *pm, uint64_t v)
 {
-	tx_set(tx, pm, &v, 8);
+	tx_small_set(tx, pm, v, 8);
 }
 void tx_set4(struct tx *tx, void *pm, uint32_t v)
 {
-	tx_set(tx, pm, &v, 4);
+	tx_small_set(tx, pm, v, 4);
 }
 void tx_set2(struct tx *tx, void *pm, uint16_t v)
 {
-	tx_set(tx, pm, &v, 2);
+	tx_small_set(tx, pm, v, 2);
 }
 void tx_set1(struct tx *tx, void *pm, uint8_t v)
 {
-	tx_set(tx, pm, &v, 1);
+	tx_small_set(tx, pm, v, 1);
 }
 
 uint64_t tx_get8(struct tx *tx, const void *pm)
 {
-	uint64_t v;
-	tx_get(tx, pm, &v, 8);
-	return v;
+	return tx_small_get(tx, pm, 8);
 }
 uint32_t tx_get4(struct tx *tx, const void *pm)
 {
-	uint32_t v;
-	tx_get(tx, pm, &v, 4);
-	return v;
+	return (uint32_t)tx_small_get(tx, pm, 4);
 }
 uint16_t tx_get2(struct tx *tx, const void *pm)
 {
-	uint16_t v;
-	tx_get(tx, pm, &v, 2);
-	return v;
+	return (uint16_t)tx_small_get(tx, pm, 2);
 }
 uint8_t tx_get1(struct tx *tx, const void *pm)
 {
-	uint8_t v;
-	tx_get(tx, pm, &v, 1);
-	return v;
+	return (uint8_t)tx_small_get(tx, pm, 1);
 }
 
 void tx_apply_unlogged(struct tx *tx)
