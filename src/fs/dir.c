@@ -174,9 +174,22 @@ static void slots_put(struct tx *tx, const struct slots *s, int i, const struct 
 
 /* ---- large directories: page access ------------------------------------ */
 
+/* Page idx of a large directory. Readers (no transaction) go through the
+ * partition space, where the MMU translates; a transaction needs the page's
+ * pool address, which is what it stages changes against. */
 static void *dpage(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint64_t idx)
 {
-	uint64_t phys = dp_phys(fs, tx, dir, idx << FR_PAGE_SHIFT);
+	uint64_t off = idx << FR_PAGE_SHIFT;
+	if (!tx) {
+		struct space *sp = &fs->m.sp;
+		if (dir->i_level == I_NO_PART || off >= dir->i_size)
+			return NULL;
+		uint64_t v = dir->i_part + off;
+		if (!vs_ready(sp, v, FR_PAGE_SIZE) && vs_ensure(sp, v, FR_PAGE_SIZE))
+			return NULL;
+		return vs_addr(sp, v);
+	}
+	uint64_t phys = dp_phys(fs, tx, dir, off);
 	return phys ? meta_ptr(&fs->m, phys) : NULL;
 }
 

@@ -223,6 +223,9 @@ static int remove_common(ferrite_fs *fs, const char *path, int is_rmdir)
 					rc = -ENOMEM;
 				} else {
 					struct tx *tx = lc->tx;
+					/* The dentry's pool address, which the transaction stages
+					 * against (a lookup without one may return the mapping). */
+					relookup(fs, tx, &nd, &d);
 					dir_remove(fs, tx, dir, d);
 					touch_dir(tx, dir);
 					if (isdir) {

@@ -16,7 +16,17 @@
 #include <string.h>
 
 #include "persist/pm.h"
+#include "space/space.h"
 #include "util/util.h"
+
+/* Every staged or staged-aware access names pool memory through the direct
+ * mapping; a pointer into the partition space here would be a bug. */
+static inline uint64_t checked_off(const struct tx *tx, const void *pm)
+{
+	uint64_t off = tx_off(tx, pm);
+	assert(!tx->sp || !tx->sp->pool || off < tx->sp->pool->size);
+	return off;
+}
 
 static void tx_reset(struct tx *tx)
 {
@@ -239,7 +249,7 @@ static void tx_put_word(struct tx *tx, uint64_t a0, uint64_t w)
 /* Reads len <= 8 bytes at off that lie within one word. */
 static inline uint64_t tx_small_get(struct tx *tx, const void *pm, unsigned len)
 {
-	uint64_t off = tx_off(tx, pm);
+	uint64_t off = checked_off(tx, pm);
 	if (FR_UNLIKELY((off & 7) + len > 8)) { /* straddles two words */
 		uint64_t v = 0;
 		tx_get(tx, pm, &v, len);
@@ -252,7 +262,7 @@ static inline uint64_t tx_small_get(struct tx *tx, const void *pm, unsigned len)
 /* Writes the low len <= 8 bytes of v at off, within one word. */
 static inline void tx_small_set(struct tx *tx, void *pm, uint64_t v, unsigned len)
 {
-	uint64_t off = tx_off(tx, pm), a0 = off & ~7ULL;
+	uint64_t off = checked_off(tx, pm), a0 = off & ~7ULL;
 	if (FR_UNLIKELY((off & 7) + len > 8)) { /* straddles two words */
 		tx_set(tx, pm, &v, len);
 		return;
@@ -272,7 +282,7 @@ void tx_get(struct tx *tx, const void *pm, void *dst, size_t len)
 {
 	memcpy(dst, pm, len);
 	if (len && tx->nruns)
-		overlay(tx, tx_off(tx, pm), len, dst);
+		overlay(tx, checked_off(tx, pm), len, dst);
 }
 
 /* Stages the aligned image of [a0, a1) within one page. */
@@ -304,7 +314,7 @@ static void set_page(struct tx *tx, uint64_t a0, uint64_t a1, const unsigned cha
 
 void tx_set(struct tx *tx, void *pm, const void *src, size_t len)
 {
-	uint64_t off = tx_off(tx, pm);
+	uint64_t off = checked_off(tx, pm);
 	const unsigned char *s = src;
 	while (len) {
 		/* At most 64 words, within one page (see set_page's mask). */
