@@ -378,7 +378,7 @@ static int grow_small(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 		return convert_to_large(fs, tx, dir);
 	int ncls = cls < 0 ? MP_DENT16 : cls + 1;
 	uint64_t noff;
-	int rc = mp_alloc(&fs->m, tx, (enum mp_id)ncls, &noff);
+	int rc = mp_alloc(&fs->m, tx, (enum mp_id)ncls, &noff, NULL);
 	if (rc)
 		return rc;
 	/* The new array was free in the committed state (frees are deferred,
@@ -572,7 +572,7 @@ int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 		memcpy(img.d_name, name, len);
 	} else {
 		uint64_t noff;
-		rc = mp_alloc(&fs->m, tx, name_pool_for(len), &noff);
+		rc = mp_alloc(&fs->m, tx, name_pool_for(len), &noff, NULL);
 		if (rc)
 			return rc;
 		struct fr_name *n = meta_ptr(&fs->m, noff);

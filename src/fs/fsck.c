@@ -8,7 +8,7 @@
  *
  * Repairs only what needs no guessing: the superblock from its backup (and
  * the backup from the primary), leaked pages back to the allocator, link
- * counts and block counts recounted from the pool, and the state counters.
+ * counts and block counts recounted from the pool.
  * Everything else is reported and left alone.
  */
 #include <errno.h>
@@ -481,18 +481,11 @@ static void check_tree(struct fsck *f, int repair)
 		dir_check(fs, ino_ptr(fs, d.dir), on_dentry, &d, NULL, NULL);
 	}
 	free(d.queue);
-	uint64_t nf = 0, nd = 0, nl = 0;
 	for (uint64_t i = 0; i < f->icap; i++) {
 		struct iref *r = &f->inodes[i];
 		if (!r->ino || !r->live)
 			continue;
 		struct fr_inode *ip = ino_ptr(fs, r->ino);
-		if (S_ISDIR(ip->i_mode))
-			nd++;
-		else if (S_ISLNK(ip->i_mode))
-			nl++;
-		else
-			nf++;
 		if (!r->reached) {
 			if (r->orphan && ip->i_nlink == 0)
 				continue; /* open when the pool was closed; mount releases it */
@@ -511,27 +504,6 @@ static void check_tree(struct fsck *f, int repair)
 		}
 		if (r->is_dir && r->ino != fs->root_ino && r->refs != 1)
 			BAD(f, "directory %llu has %u names", (unsigned long long)r->ino, r->refs);
-	}
-	struct fr_state *st = fs->m.st;
-	if (st->st_nfiles != nf || st->st_ndirs != nd || st->st_nsymlinks != nl) {
-		if (repair) {
-			struct log_ctx *lc = op_begin(fs);
-			if (lc) {
-				tx_set8(lc->tx, &st->st_nfiles, nf);
-				tx_set8(lc->tx, &st->st_ndirs, nd);
-				tx_set8(lc->tx, &st->st_nsymlinks, nl);
-				op_commit(fs, lc);
-				op_end(fs, lc);
-			}
-			f->fixed++;
-			fr_report(f->report, f->rarg, "file/directory/symlink counters corrected");
-		} else {
-			BAD(f, "counters say %llu files, %llu directories, %llu symlinks; found %llu, "
-			       "%llu, %llu",
-			    (unsigned long long)st->st_nfiles, (unsigned long long)st->st_ndirs,
-			    (unsigned long long)st->st_nsymlinks, (unsigned long long)nf,
-			    (unsigned long long)nd, (unsigned long long)nl);
-		}
 	}
 }
 

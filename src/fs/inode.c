@@ -7,9 +7,8 @@
  *
  * Invariants: I1 a LIVE inode with i_nlink == 0 is on the orphan list (it is
  *               still open somewhere, or its release was interrupted);
- *             I2 i_generation is unique among all inodes ever allocated in
- *               the pool, so (ino, generation) names one object forever;
- *             I3 the counters in the state page match the live inodes.
+ *             I2 (ino, i_generation) is unique among all inodes ever
+ *               allocated in the pool: it names one object forever;
  * Crash argument: allocation and release are staged in the operation's
  *   transaction together with the directory change that makes the inode
  *   reachable or unreachable. A release too large for one transaction first
@@ -119,28 +118,18 @@ void ino_set_times(struct tx *tx, struct fr_inode *ip, int which, const struct t
 	}
 }
 
-static uint64_t *counter_for(ferrite_fs *fs, uint32_t mode)
-{
-	struct fr_state *st = fs->m.st;
-	if (S_ISDIR(mode))
-		return &st->st_ndirs;
-	if (S_ISLNK(mode))
-		return &st->st_nsymlinks;
-	return &st->st_nfiles;
-}
-
 int ino_alloc(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid, uint64_t parent,
 	      uint64_t *ino)
 {
 	uint64_t off;
-	int rc = mp_alloc(&fs->m, tx, MP_INODE, &off);
+	int reused;
+	int rc = mp_alloc(&fs->m, tx, MP_INODE, &off, &reused);
 	if (rc)
 		return rc == -ENOSPC ? fr_err(-ENOSPC, "no space left for inodes") : rc;
-	struct fr_state *st = fs->m.st;
-	uint64_t gen = tx_get8(tx, &st->st_next_gen);
-	tx_set8(tx, &st->st_next_gen, gen + 1);
-	uint64_t *cnt = counter_for(fs, mode);
-	tx_set8(tx, cnt, tx_get8(tx, cnt) + 1);
+	/* I2: (ino, generation) is unique -- a reused entry counts on from its
+	 * previous owner's generation; an entry never used before starts at 1. */
+	struct fr_inode *old = meta_ptr(&fs->m, off);
+	uint64_t gen = reused ? tx_get8(tx, &old->i_generation) + 1 : 1;
 
 	struct timespec now;
 	fs_now(&now);
@@ -210,8 +199,6 @@ int ino_drop_tx(ferrite_fs *fs, struct tx *tx, uint64_t ino)
 	if (rc)
 		return rc;
 	orphan_remove(fs, tx, ino);
-	uint64_t *cnt = counter_for(fs, mode);
-	tx_set8(tx, cnt, tx_get8(tx, cnt) - 1);
 	mp_free(&fs->m, tx, MP_INODE, ino << INO_SHIFT);
 	return 0;
 }

@@ -81,7 +81,9 @@ void log_format(char *base, uint64_t off, uint32_t count, uint32_t size);
 
 extern const uint32_t mp_entry_size[MP_COUNT];
 void mp_format(struct fr_state *st);
-int mp_alloc(struct meta *m, struct tx *tx, enum mp_id id, uint64_t *off);
+/* Takes an entry; *reused (may be NULL) says it was used before, so the
+ * caller may read what the previous owner left in it (e.g. a generation). */
+int mp_alloc(struct meta *m, struct tx *tx, enum mp_id id, uint64_t *off, int *reused);
 void mp_free(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off);
 /* Pool offset -> entry pointer, validating that off is a live entry of pool
  * id (fsck, and lookups of inode numbers that come from outside). */

@@ -98,11 +98,7 @@ struct fr_state {
 	uint64_t st_magic;
 	uint64_t st_root_ino;
 	uint64_t st_orphan_head; /* first inode on the orphan list (unlinked, still open) */
-	uint64_t st_nfiles;
-	uint64_t st_ndirs;
-	uint64_t st_nsymlinks;
-	uint64_t st_next_gen;
-	uint64_t st_rsvd[9];
+	uint64_t st_rsvd[13];
 	struct mp_head st_pools[MP_COUNT];
 };
 _Static_assert(sizeof(struct fr_state) <= 4096, "state fits a page");

@@ -62,11 +62,13 @@ static int new_block(struct meta *m, struct tx *tx, struct mp_head *h, enum mp_i
 	return 0;
 }
 
-int mp_alloc(struct meta *m, struct tx *tx, enum mp_id id, uint64_t *out)
+int mp_alloc(struct meta *m, struct tx *tx, enum mp_id id, uint64_t *out, int *reused)
 {
 	struct mp_head *h = &m->st->st_pools[id];
 	tx_lock_alloc(tx);
 	uint64_t off = tx_get8(tx, &h->mph_free_head);
+	if (reused)
+		*reused = off != 0;
 	if (off) {
 		struct mp_oob *o = meta_ptr(m, off);
 		if (tx_get4(tx, &o->oob_status) != MP_FREE)

@@ -166,7 +166,6 @@ int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
 	log_format(base, FR_UNIT_SIZE, nlogs, LOG_SLOT_SIZE);
 	struct fr_state *st = (struct fr_state *)(base + SB_STATE_OFF);
 	pm_store8(&st->st_magic, ST_MAGIC);
-	pm_store8(&st->st_next_gen, 1);
 	pm_flush(st, 64);
 	mp_format(st);
 	uint64_t data_start;
