@@ -56,20 +56,20 @@ extern "C" {
 
 /* Consistency mode of a pool (chosen at mkfs, see docs/format.md). */
 enum ferrite_mode {
-	FERRITE_MODE_SYNC = 0,   /* metadata atomic, writes durable, appends atomic */
+	FERRITE_MODE_SYNC = 0,	 /* metadata atomic, writes durable, appends atomic */
 	FERRITE_MODE_STRICT = 1, /* reserved: every write atomic (a later release) */
 };
 
-typedef struct ferrite_fs ferrite_fs;   /* a mounted pool */
+typedef struct ferrite_fs ferrite_fs;	/* a mounted pool */
 typedef struct ferrite_dir ferrite_dir; /* an open directory stream */
 
 /* ---- pools --------------------------------------------------------------- */
 
 struct ferrite_mkfs_opts {
-	uint64_t size;     /* bytes; 0 = 1 GiB for a new file, the device size for DAX */
-	int mode;          /* enum ferrite_mode */
-	int force;         /* overwrite an existing ferrite pool or non-empty file */
-	int no_hugepages;  /* do not try to give the default pool 2 MiB pages */
+	uint64_t size;	  /* bytes; 0 = 1 GiB for a new file, the device size for DAX */
+	int mode;	  /* enum ferrite_mode */
+	int force;	  /* overwrite an existing ferrite pool or non-empty file */
+	int no_hugepages; /* do not try to give the default pool 2 MiB pages */
 	/* progress: called now and then with done/total in [0, total]; may be NULL */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
@@ -90,7 +90,8 @@ FERRITE_API int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *o
 /* Opens and recovers POOL. A pool is used by one process at a time: a second
  * opener gets -EBUSY. A foreign, damaged, truncated or newer-format pool gets
  * -EUCLEAN, -EINVAL or -EPROTONOSUPPORT with a one-line ferrite_errmsg(). */
-FERRITE_API int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out);
+FERRITE_API int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts,
+			      ferrite_fs **out);
 
 /* Closes every descriptor and stream still open and releases the pool. */
 FERRITE_API int ferrite_unmount(ferrite_fs *fs);
@@ -119,11 +120,14 @@ FERRITE_API int ferrite_dup(ferrite_fs *fs, int fd);
 FERRITE_API ssize_t ferrite_read(ferrite_fs *fs, int fd, void *buf, size_t count);
 FERRITE_API ssize_t ferrite_write(ferrite_fs *fs, int fd, const void *buf, size_t count);
 FERRITE_API ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset);
-FERRITE_API ssize_t ferrite_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset);
+FERRITE_API ssize_t ferrite_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count,
+				   off_t offset);
 FERRITE_API ssize_t ferrite_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
 FERRITE_API ssize_t ferrite_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
-FERRITE_API ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
-FERRITE_API ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
+FERRITE_API ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt,
+				   off_t offset);
+FERRITE_API ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt,
+				    off_t offset);
 
 /* whence: SEEK_SET, SEEK_CUR, SEEK_END, SEEK_DATA, SEEK_HOLE. Holes are
  * reported at the granularity space is allocated in: files below 256 KiB
@@ -151,7 +155,8 @@ FERRITE_API int ferrite_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_
 FERRITE_API int ferrite_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid);
 /* times[0] = atime, times[1] = mtime; NULL = now; UTIME_NOW / UTIME_OMIT
  * honoured. flags: 0 or AT_SYMLINK_NOFOLLOW. */
-FERRITE_API int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags);
+FERRITE_API int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2],
+				int flags);
 FERRITE_API int ferrite_futimens(ferrite_fs *fs, int fd, const struct timespec times[2]);
 /* mode: F_OK or a combination of R_OK, W_OK, X_OK. */
 FERRITE_API int ferrite_access(ferrite_fs *fs, const char *path, int mode);
@@ -162,7 +167,8 @@ FERRITE_API int ferrite_mkdir(ferrite_fs *fs, const char *path, mode_t mode);
 FERRITE_API int ferrite_rmdir(ferrite_fs *fs, const char *path);
 FERRITE_API int ferrite_unlink(ferrite_fs *fs, const char *path);
 /* flags: 0, RENAME_NOREPLACE or RENAME_EXCHANGE. */
-FERRITE_API int ferrite_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
+FERRITE_API int ferrite_rename(ferrite_fs *fs, const char *oldpath, const char *newpath,
+			       unsigned flags);
 FERRITE_API int ferrite_link(ferrite_fs *fs, const char *oldpath, const char *newpath);
 FERRITE_API int ferrite_symlink(ferrite_fs *fs, const char *target, const char *linkpath);
 /* Like readlink(2): no terminating NUL; returns the number of bytes placed. */
@@ -172,7 +178,7 @@ FERRITE_API ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf
 
 struct ferrite_dirent {
 	uint64_t ino;
-	int64_t off;        /* cookie of the entry after this one (for seekdir) */
+	int64_t off;	    /* cookie of the entry after this one (for seekdir) */
 	unsigned char type; /* DT_REG, DT_DIR, DT_LNK, ... */
 	char name[256];
 };
@@ -192,23 +198,23 @@ FERRITE_API int ferrite_closedir(ferrite_dir *dir);
 struct ferrite_info {
 	char uuid[37];
 	uint32_t format_version;
-	int mode;                  /* enum ferrite_mode */
-	uint64_t pool_bytes;       /* size of the pool */
-	uint64_t data_bytes;       /* bytes the allocator manages */
+	int mode;	     /* enum ferrite_mode */
+	uint64_t pool_bytes; /* size of the pool */
+	uint64_t data_bytes; /* bytes the allocator manages */
 	uint64_t free_bytes;
 	uint64_t files, directories, symlinks;
-	uint64_t inode_capacity;   /* inodes that fit in allocated inode blocks */
-	uint64_t vspace_bytes;     /* size of the virtual partition space */
-	int top_level;             /* highest partition level */
+	uint64_t inode_capacity; /* inodes that fit in allocated inode blocks */
+	uint64_t vspace_bytes;	 /* size of the virtual partition space */
+	int top_level;		 /* highest partition level */
 	uint64_t max_file_size;
 	uint64_t partitions_allocated[16]; /* by level */
-	uint64_t ppt_huge_windows;  /* 2 MiB windows mapped by a single entry */
-	uint64_t ppt_table_windows; /* windows mapped page by page */
-	uint64_t ppt_pages;         /* pages used by the page table itself */
+	uint64_t ppt_huge_windows;	   /* 2 MiB windows mapped by a single entry */
+	uint64_t ppt_table_windows;	   /* windows mapped page by page */
+	uint64_t ppt_pages;		   /* pages used by the page table itself */
 	uint64_t log_slots;
-	char backing[160];          /* where the pool lives and its page size */
-	int huge_pages;             /* 1 if the pool is backed by 2 MiB pages */
-	char persistence[64];       /* flush instruction chosen at run time */
+	char backing[160];    /* where the pool lives and its page size */
+	int huge_pages;	      /* 1 if the pool is backed by 2 MiB pages */
+	char persistence[64]; /* flush instruction chosen at run time */
 };
 
 FERRITE_API int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info);
@@ -218,13 +224,14 @@ FERRITE_API int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info);
  * Returns a bit set like e2fsck: 0 clean, 1 errors corrected, 4 errors left
  * uncorrected, 8 operational error (pool unreadable); negative -errno when the
  * pool could not be opened at all. */
-#define FERRITE_FSCK_CLEAN 0
-#define FERRITE_FSCK_CORRECTED 1
+#define FERRITE_FSCK_CLEAN	 0
+#define FERRITE_FSCK_CORRECTED	 1
 #define FERRITE_FSCK_UNCORRECTED 4
-#define FERRITE_FSCK_OPERROR 8
-FERRITE_API int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
-		 void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
-		 void *progress_arg);
+#define FERRITE_FSCK_OPERROR	 8
+FERRITE_API int ferrite_fsck(const char *pool, int repair,
+			     void (*report)(void *arg, const char *line), void *report_arg,
+			     void (*progress)(void *arg, uint64_t done, uint64_t total),
+			     void *progress_arg);
 
 #ifdef __cplusplus
 }

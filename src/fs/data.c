@@ -182,7 +182,8 @@ static int relocate(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, int new_
 			tx_set8(tx, &ip->i_part, nv);
 			tx_set1(tx, &ip->i_level, (uint8_t)new_level);
 			/* Small destinations hold every page below the size (D2). */
-			uint64_t need = is_small(new_level) ? FR_ALIGN_UP(copy, FR_PAGE_SIZE) : copy;
+			uint64_t need =
+			    is_small(new_level) ? FR_ALIGN_UP(copy, FR_PAGE_SIZE) : copy;
 			char page[FR_PAGE_SIZE];
 			for (uint64_t p = 0; p < need; p += FR_PAGE_SIZE) {
 				uint64_t src = ppt_page_tx(tx, old_v + p);
@@ -200,7 +201,8 @@ static int relocate(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, int new_
 			/* Release the old partition's backing. */
 			tx_set8(tx, &ip->i_part, old_v);
 			tx_set1(tx, &ip->i_level, (uint8_t)old_level);
-			if (unback_range(fs, tx, ip, 0, part_bytes(old_level)) < part_bytes(old_level))
+			if (unback_range(fs, tx, ip, 0, part_bytes(old_level)) <
+			    part_bytes(old_level))
 				return -E2BIG;
 		}
 	} else if (old_level != I_NO_PART) {
@@ -210,8 +212,8 @@ static int relocate(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, int new_
 	if (old_level != I_NO_PART) {
 		/* The old partition holds no backing any more (H4). */
 		if (old_level >= SP_L3 && new_level == I_NO_PART)
-			tx_defer(tx, vs_window_changed, old_v, part_bytes(old_level) >> FR_UNIT_SHIFT,
-				 0);
+			tx_defer(tx, vs_window_changed, old_v,
+				 part_bytes(old_level) >> FR_UNIT_SHIFT, 0);
 		part_free(tx, old_v, old_level);
 	}
 	tx_set8(tx, &ip->i_part, nv);
@@ -244,7 +246,8 @@ static int needs_backing(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint
 		return 1;
 	uint64_t part = ip->i_part;
 	if (is_small(level)) {
-		for (uint64_t p = FR_ALIGN_DOWN(off, FR_PAGE_SIZE); p < off + len; p += FR_PAGE_SIZE)
+		for (uint64_t p = FR_ALIGN_DOWN(off, FR_PAGE_SIZE); p < off + len;
+		     p += FR_PAGE_SIZE)
 			if (!ppt_page(sp, part + p))
 				return 1;
 		return 0;
@@ -459,8 +462,8 @@ static int shrink_storage(ferrite_fs *fs, struct fr_inode *ip, uint64_t keep)
 		uint64_t lo = FR_ALIGN_UP(keep, FR_UNIT_SIZE);
 		while (hi > lo) {
 			uint64_t start = hi > lo + BATCH_WINDOWS * FR_UNIT_SIZE
-						 ? hi - BATCH_WINDOWS * FR_UNIT_SIZE
-						 : lo;
+					     ? hi - BATCH_WINDOWS * FR_UNIT_SIZE
+					     : lo;
 			/* Skip ranges with nothing to release cheaply. */
 			int any = 0;
 			for (uint64_t w = start; w < hi && !any; w += FR_UNIT_SIZE)
@@ -517,8 +520,8 @@ static int grow_to(ferrite_fs *fs, struct fr_inode *ip, uint64_t newsize)
 	int level = ip->i_level;
 	int need = sp_level_for(newsize);
 	int small_after = need < SP_L3;
-	if (level == I_NO_PART || need > level || (small_after && needs_backing(fs, ip, size,
-										   newsize - size))) {
+	if (level == I_NO_PART || need > level ||
+	    (small_after && needs_backing(fs, ip, size, newsize - size))) {
 		struct log_ctx *lc = op_begin(fs);
 		if (!lc)
 			return -ENOMEM;
@@ -627,8 +630,8 @@ int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t 
 		int need = sp_level_for(top);
 		uint64_t step = end - pos;
 		if (!is_small(level) && need >= SP_L3)
-			step = FR_MIN(step, BATCH_WINDOWS * FR_UNIT_SIZE -
-						    (pos & (FR_UNIT_SIZE - 1)));
+			step =
+			    FR_MIN(step, BATCH_WINDOWS * FR_UNIT_SIZE - (pos & (FR_UNIT_SIZE - 1)));
 		struct log_ctx *lc = op_begin(fs);
 		if (!lc) {
 			rc = -ENOMEM;

@@ -32,7 +32,7 @@
 #include "fs/fs.h"
 #include "persist/pm.h"
 
-#define DIR_PROBE 8
+#define DIR_PROBE	8
 #define DIR_SPLIT_SLACK 8
 
 static uint32_t class_cap(int cls)
@@ -216,8 +216,8 @@ static int is_large(struct tx *tx, struct fr_inode *dir)
 	return (tx ? tx_get1(tx, &dir->i_dkind) : dir->i_dkind) == I_DIR_LARGE;
 }
 
-int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
-	       size_t len, struct fr_dentry **out)
+int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name, size_t len,
+	       struct fr_dentry **out)
 {
 	uint64_t h = fr_name_hash(fs->hash_seed, name, len);
 	struct slots s;
@@ -424,7 +424,8 @@ static int double_array(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 		return rc;
 	h = dhdr(fs, tx, dir);
 	uint32_t opg = tx_get4(tx, &h->dh_narray);
-	uint32_t *old = malloc((size_t)opg * FR_PAGE_SIZE), *nw = malloc((size_t)npg * FR_PAGE_SIZE);
+	uint32_t *old = malloc((size_t)opg * FR_PAGE_SIZE),
+		 *nw = malloc((size_t)npg * FR_PAGE_SIZE);
 	if (!old || !nw) {
 		free(old);
 		free(nw);
@@ -497,7 +498,8 @@ static int split_bucket(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uin
 	uint64_t span = 1ULL << (g - d - 1);
 	uint64_t s0 = ((prefix << 1) | 1) << (g - d - 1);
 	for (uint64_t s = s0; s < s0 + span; s++) {
-		uint32_t *arr = dpage(fs, tx, dir, tx_get4(tx, &h->dh_array[s / DH_SLOTS_PER_PAGE]));
+		uint32_t *arr =
+		    dpage(fs, tx, dir, tx_get4(tx, &h->dh_array[s / DH_SLOTS_PER_PAGE]));
 		tx_set4(tx, &arr[s % DH_SLOTS_PER_PAGE], npage);
 	}
 	return tx_status(tx) ? fr_err(-ENOSPC, "directory split too large") : 0;
@@ -631,7 +633,8 @@ int dir_release(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 
 static int cmp_batch(const void *a, const void *b)
 {
-	uint64_t x = ((const struct dir_batch_ent *)a)->hash, y = ((const struct dir_batch_ent *)b)->hash;
+	uint64_t x = ((const struct dir_batch_ent *)a)->hash,
+		 y = ((const struct dir_batch_ent *)b)->hash;
 	return x < y ? -1 : x > y;
 }
 
@@ -761,7 +764,8 @@ int dir_check(ferrite_fs *fs, struct fr_inode *dir,
 	if (dir->i_dkind != I_DIR_LARGE) {
 		if (!dir->i_dents) {
 			if (dir->i_nentries) {
-				fr_report(report, rarg, "directory %llu: entries counted but no array",
+				fr_report(report, rarg,
+					  "directory %llu: entries counted but no array",
 					  (unsigned long long)dino);
 				bad++;
 			}
@@ -789,8 +793,8 @@ int dir_check(ferrite_fs *fs, struct fr_inode *dir,
 		}
 	} else {
 		struct fr_dirhdr *h = dhdr(fs, NULL, dir);
-		if (!h || h->dh_magic != DH_MAGIC || h->dh_depth > 30 ||
-		    h->dh_narray == 0 || h->dh_narray > DH_MAX_ARRAY ||
+		if (!h || h->dh_magic != DH_MAGIC || h->dh_depth > 30 || h->dh_narray == 0 ||
+		    h->dh_narray > DH_MAX_ARRAY ||
 		    (uint64_t)h->dh_npages << FR_PAGE_SHIFT != dir->i_size) {
 			fr_report(report, rarg, "directory %llu: index header damaged",
 				  (unsigned long long)dino);
@@ -806,8 +810,8 @@ int dir_check(ferrite_fs *fs, struct fr_inode *dir,
 			uint32_t apg = h->dh_array[s / DH_SLOTS_PER_PAGE];
 			uint32_t *arr = apg < h->dh_npages ? dpage(fs, NULL, dir, apg) : NULL;
 			uint32_t bpg = arr ? arr[s % DH_SLOTS_PER_PAGE] : 0;
-			struct fr_bucket *b = bpg && bpg < h->dh_npages ? dpage(fs, NULL, dir, bpg)
-									  : NULL;
+			struct fr_bucket *b =
+			    bpg && bpg < h->dh_npages ? dpage(fs, NULL, dir, bpg) : NULL;
 			if (!b || b->db_magic != DB_MAGIC || b->db_depth > h->dh_depth ||
 			    (s >> (h->dh_depth - b->db_depth)) != b->db_prefix) {
 				fr_report(report, rarg, "directory %llu: index slot %llu damaged",
@@ -830,13 +834,15 @@ int dir_check(ferrite_fs *fs, struct fr_inode *dir,
 				used &= used - 1;
 				struct fr_dentry *d = &b->db_ent[i];
 				count++;
-				if (b->db_depth && (d->d_hash >> (63 - b->db_depth)) != b->db_prefix) {
+				if (b->db_depth &&
+				    (d->d_hash >> (63 - b->db_depth)) != b->db_prefix) {
 					fr_report(report, rarg,
 						  "directory %llu: entry in the wrong bucket",
 						  (unsigned long long)dino);
 					bad++;
 				}
-				bad += check_dent(fs, d, b->db_fp[i], ent_cb, arg, report, rarg, dino);
+				bad +=
+				    check_dent(fs, d, b->db_fp[i], ent_cb, arg, report, rarg, dino);
 			}
 		}
 	}

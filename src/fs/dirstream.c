@@ -16,16 +16,16 @@
 
 #include "fs/fs.h"
 
-#define BATCH 64
-#define POS_DOT 0
+#define BATCH	   64
+#define POS_DOT	   0
 #define POS_DOTDOT 1
-#define POS_END ((int64_t)FR_HASH_END)
+#define POS_END	   ((int64_t)FR_HASH_END)
 
 struct ferrite_dir {
 	ferrite_fs *fs;
 	struct vnode *vn;
-	int64_t pos;       /* cookie of the next entry to return */
-	int nbuf, ibuf;    /* buffered entries and the next one to hand out */
+	int64_t pos;	   /* cookie of the next entry to return */
+	int nbuf, ibuf;	   /* buffered entries and the next one to hand out */
 	uint64_t buf_next; /* cookie after the buffer */
 	struct ferrite_dir *next_stream;
 	struct dir_batch_ent buf[BATCH];

@@ -21,7 +21,7 @@
 
 #include "fs/fs.h"
 
-#define API_BEGIN() fr_err_clear()
+#define API_BEGIN()    fr_err_clear()
 #define API_RETURN(rc) return fr_err_finish(rc)
 
 static ssize_t finish_ss(ssize_t rc)
@@ -453,8 +453,8 @@ off_t ferrite_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 	}
 	if (base < 0) {
 		res = S_ISREG(ino_ptr(fs, ino)->i_mode)
-			      ? dp_seek_data(fs, ino, offset, whence == SEEK_HOLE)
-			      : -EINVAL;
+			  ? dp_seek_data(fs, ino, offset, whence == SEEK_HOLE)
+			  : -EINVAL;
 	} else if ((offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
 		res = -EINVAL;
 	} else {

@@ -21,8 +21,8 @@
 
 #define FS_LOCK_STRIPES 4096
 #define FS_MAX_SYMLINKS 40
-#define FS_NAME_MAX 255
-#define FS_PATH_MAX 4096
+#define FS_NAME_MAX	255
+#define FS_PATH_MAX	4096
 
 struct fs_cred {
 	uid_t uid;
@@ -35,7 +35,7 @@ struct fs_cred {
 struct vnode {
 	uint64_t ino;
 	uint64_t gen;
-	int opens;          /* under fs->vn_lock */
+	int opens;	    /* under fs->vn_lock */
 	struct vnode *next; /* hash chain */
 };
 
@@ -43,7 +43,7 @@ struct vnode {
 struct ofile {
 	struct vnode *vn;
 	int flags;
-	int refs;           /* descriptors + calls in progress; atomic */
+	int refs; /* descriptors + calls in progress; atomic */
 	pthread_mutex_t pos_lock;
 	int64_t pos;
 };
@@ -53,8 +53,8 @@ struct ferrite_fs {
 	uint64_t root_ino;
 	uint64_t hash_seed;
 	uint64_t max_file_size;
-	pthread_rwlock_t *locks;      /* FS_LOCK_STRIPES inode locks */
-	pthread_mutex_t rename_lock;  /* serialises directory moves across parents */
+	pthread_rwlock_t *locks;     /* FS_LOCK_STRIPES inode locks */
+	pthread_mutex_t rename_lock; /* serialises directory moves across parents */
 
 	pthread_mutex_t vn_lock;
 	struct vnode **vn_hash;
@@ -133,8 +133,8 @@ int fs_statvfs(ferrite_fs *fs, struct statvfs *sv);
 /* ---- directories (dir.c) ------------------------------------------------- */
 
 /* Finds name in dir; *out points into the pool (direct mapping). */
-int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
-	       size_t len, struct fr_dentry **out);
+int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name, size_t len,
+	       struct fr_dentry **out);
 /* Adds an entry; may grow the directory, which can move its pages: dentry
  * pointers obtained before a dir_insert on the same directory are stale. */
 int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name, size_t len,
@@ -157,25 +157,26 @@ struct dir_batch_ent {
  * cookie to continue from (FR_HASH_END at the end). Read lock held. */
 int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_batch_ent *out,
 	     int cap, uint64_t *next, struct dir_batch_ent *scratch64);
-int dir_check(ferrite_fs *fs, struct fr_inode *dir, void (*ent_cb)(void *, uint64_t ino,
-								       const char *, unsigned),
-	      void *arg, fr_report_fn report, void *rarg);
+int dir_check(ferrite_fs *fs, struct fr_inode *dir,
+	      void (*ent_cb)(void *, uint64_t ino, const char *, unsigned), void *arg,
+	      fr_report_fn report, void *rarg);
 
 /* ---- path resolution and namespace (namei.c) ---------------------------- */
 
 struct nameidata {
-	uint64_t dir_ino;      /* parent directory */
+	uint64_t dir_ino; /* parent directory */
 	uint64_t dir_gen;
 	char name[FS_NAME_MAX + 1];
 	size_t len;
 	int trailing_slash;
-	uint64_t ino;          /* final object, 0 if it does not exist */
-	int locked;            /* LOOKUP_LOCK_PARENT: dir_ino's write lock is held */
+	uint64_t ino; /* final object, 0 if it does not exist */
+	int locked;   /* LOOKUP_LOCK_PARENT: dir_ino's write lock is held */
 };
-#define LOOKUP_FOLLOW 1    /* follow a symlink in the last component */
-#define LOOKUP_PARENT 2    /* stop at the parent, last component in nd->name */
-#define LOOKUP_LOCK_PARENT 4 /* with PARENT: look the last component up under the
-			      * parent's write lock and return holding it */
+#define LOOKUP_FOLLOW 1 /* follow a symlink in the last component */
+#define LOOKUP_PARENT 2 /* stop at the parent, last component in nd->name */
+#define LOOKUP_LOCK_PARENT                                                                         \
+	4 /* with PARENT: look the last component up under the                                     \
+	   * parent's write lock and return holding it */
 int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd);
 /* Re-checks after locking that the directory nd names is still what the walk
  * found (a live directory with the same generation). */

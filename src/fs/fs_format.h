@@ -11,54 +11,54 @@
 
 #include "meta/meta_format.h"
 
-#define I_NO_PART 0xff
+#define I_NO_PART    0xff
 #define I_INLINE_MAX 96 /* symlink targets up to this length live in the inode */
-#define I_DIR_SMALL 0
-#define I_DIR_LARGE 1
-#define I_F_ORPHAN 1u /* i_flags: on the orphan list */
+#define I_DIR_SMALL  0
+#define I_DIR_LARGE  1
+#define I_F_ORPHAN   1u /* i_flags: on the orphan list */
 
 /* 256 bytes, an entry of the inode pool. Line 1 (bytes 64-127) holds what a
  * write changes (size and times) so an append flushes one line. */
 struct fr_inode {
-	struct mp_oob i_oob;    /* 0 */
-	uint32_t i_mode;        /* 16 */
+	struct mp_oob i_oob; /* 0 */
+	uint32_t i_mode;     /* 16 */
 	uint32_t i_nlink;
 	uint32_t i_uid;
 	uint32_t i_gid;
-	uint64_t i_part;        /* 32: vspace offset of the data partition */
-	uint8_t i_level;        /* 40: partition level, I_NO_PART if none */
-	uint8_t i_dkind;        /* directories: I_DIR_SMALL / I_DIR_LARGE */
-	uint8_t i_dclass;       /* small directories: metadata pool of the array */
+	uint64_t i_part;  /* 32: vspace offset of the data partition */
+	uint8_t i_level;  /* 40: partition level, I_NO_PART if none */
+	uint8_t i_dkind;  /* directories: I_DIR_SMALL / I_DIR_LARGE */
+	uint8_t i_dclass; /* small directories: metadata pool of the array */
 	uint8_t i_rsvd0;
 	uint32_t i_flags;
-	uint64_t i_generation;  /* 48: unique per allocation of this inode */
-	uint64_t i_blocks;      /* 56: pages backing the data */
-	uint64_t i_size;        /* 64 */
-	int64_t i_mtime_sec;    /* 72 */
-	int64_t i_ctime_sec;    /* 80 */
-	int64_t i_atime_sec;    /* 88 */
-	uint32_t i_mtime_nsec;  /* 96 */
+	uint64_t i_generation; /* 48: unique per allocation of this inode */
+	uint64_t i_blocks;     /* 56: pages backing the data */
+	uint64_t i_size;       /* 64 */
+	int64_t i_mtime_sec;   /* 72 */
+	int64_t i_ctime_sec;   /* 80 */
+	int64_t i_atime_sec;   /* 88 */
+	uint32_t i_mtime_nsec; /* 96 */
 	uint32_t i_ctime_nsec;
 	uint32_t i_atime_nsec;
 	uint32_t i_btime_nsec;
-	int64_t i_btime_sec;    /* 112 */
-	uint64_t i_parent;      /* 120: directories: parent's inode number */
-	uint64_t i_dents;       /* 128: small directories: pool offset of the array */
-	uint64_t i_nentries;    /* 136: directories: entries besides . and .. */
-	uint64_t i_orphan_next; /* 144: next inode on the orphan list */
-	uint64_t i_replica;     /* 152: reserved for a second copy (dual copy) */
+	int64_t i_btime_sec;	     /* 112 */
+	uint64_t i_parent;	     /* 120: directories: parent's inode number */
+	uint64_t i_dents;	     /* 128: small directories: pool offset of the array */
+	uint64_t i_nentries;	     /* 136: directories: entries besides . and .. */
+	uint64_t i_orphan_next;	     /* 144: next inode on the orphan list */
+	uint64_t i_replica;	     /* 152: reserved for a second copy (dual copy) */
 	char i_inline[I_INLINE_MAX]; /* 160: short symlink target */
 };
 _Static_assert(sizeof(struct fr_inode) == 256, "inode size");
 _Static_assert(offsetof(struct fr_inode, i_size) == 64 &&
-		       offsetof(struct fr_inode, i_parent) == 120,
+		   offsetof(struct fr_inode, i_parent) == 120,
 	       "size and times share a cache line");
 
 /* Inode numbers are the pool offset of the inode divided by 64. */
 #define INO_SHIFT 6
 
 #define D_INLINE_NAME 40
-#define D_EXTNAME 1 /* d_name_off points to a name-pool entry */
+#define D_EXTNAME     1 /* d_name_off points to a name-pool entry */
 struct fr_dentry {
 	uint64_t d_ino; /* 0 = free slot */
 	uint64_t d_hash;
@@ -99,14 +99,14 @@ _Static_assert(offsetof(struct fr_darray, da_ent) == 128, "array header is two l
 
 /* Large directory: extendible hashing inside the directory's partition.
  * Page 0 is the header; array pages map hash prefixes to bucket pages. */
-#define DH_MAGIC 0x5249444847524c46ULL /* "FLRGHDIR" */
-#define DH_MAX_ARRAY 1018
+#define DH_MAGIC	  0x5249444847524c46ULL /* "FLRGHDIR" */
+#define DH_MAX_ARRAY	  1018
 #define DH_SLOTS_PER_PAGE 1024
 struct fr_dirhdr {
 	uint64_t dh_magic;
-	uint32_t dh_depth;   /* global depth: slot = hash >> (63 - depth) */
-	uint32_t dh_npages;  /* pages in use in the partition */
-	uint32_t dh_narray;  /* array pages in use */
+	uint32_t dh_depth;  /* global depth: slot = hash >> (63 - depth) */
+	uint32_t dh_npages; /* pages in use in the partition */
+	uint32_t dh_narray; /* array pages in use */
 	uint32_t dh_rsvd;
 	uint32_t dh_array[DH_MAX_ARRAY]; /* page index of each array page */
 };
@@ -118,9 +118,9 @@ struct fr_bucket {
 	uint32_t db_magic;
 	uint16_t db_depth; /* local depth */
 	uint16_t db_count;
-	uint64_t db_used;  /* bit i: db_ent[i] holds an entry */
-	uint64_t db_prefix;/* hash prefix (db_depth bits) served by this bucket */
-	uint8_t db_fp[64]; /* fingerprints of the entries (dent_fp) */
+	uint64_t db_used;   /* bit i: db_ent[i] holds an entry */
+	uint64_t db_prefix; /* hash prefix (db_depth bits) served by this bucket */
+	uint8_t db_fp[64];  /* fingerprints of the entries (dent_fp) */
 	uint8_t db_pad[40];
 	struct fr_dentry db_ent[DB_SLOTS];
 };

@@ -48,7 +48,7 @@ struct fsck {
 	uint64_t icap;
 	struct partref *parts;
 	uint64_t nparts, pcap;
-	uint64_t *p3;    /* windows that hold partition headers */
+	uint64_t *p3; /* windows that hold partition headers */
 	uint64_t np3, p3cap;
 	uint64_t name_refs[MP_COUNT];
 	uint64_t small_dirs[MP_COUNT];
@@ -248,7 +248,8 @@ static void check_pages_vs_allocator(struct fsck *f, int repair)
 			fr_report(f->report, f->rarg, "%llu leaked pages returned to the allocator",
 				  (unsigned long long)leaked);
 		} else {
-			BAD(f, "%llu pages are allocated but used by nothing", (unsigned long long)leaked);
+			BAD(f, "%llu pages are allocated but used by nothing",
+			    (unsigned long long)leaked);
 		}
 	}
 }
@@ -295,8 +296,8 @@ static void on_dentry(void *arg, uint64_t ino, const char *name, unsigned type)
 	}
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	if (type_of_mode(ip->i_mode) != type)
-		BAD(f, "directory %llu: entry \"%s\" has the wrong type", (unsigned long long)d->dir,
-		    name);
+		BAD(f, "directory %llu: entry \"%s\" has the wrong type",
+		    (unsigned long long)d->dir, name);
 	r->refs++;
 	if (S_ISDIR(ip->i_mode)) {
 		iref(f, d->dir, 0)->subdirs++;
@@ -331,8 +332,10 @@ static void count_names(struct fsck *f, struct fr_inode *dir)
 		for (int i = 0; i < n; i++)
 			if (out[i].len > D_INLINE_NAME) {
 				size_t l = out[i].len + sizeof(struct mp_oob);
-				int id = l <= 64 ? MP_NAME64 : l <= 128 ? MP_NAME128 : l <= 192 ? MP_NAME192
-											: MP_NAME272;
+				int id = l <= 64    ? MP_NAME64
+					 : l <= 128 ? MP_NAME128
+					 : l <= 192 ? MP_NAME192
+						    : MP_NAME272;
 				f->name_refs[id]++;
 			}
 		if (next >= FR_HASH_END)
@@ -374,15 +377,15 @@ static void check_inode(struct fsck *f, uint64_t ino)
 		}
 	}
 	uint64_t size = ip->i_size;
-	int needs_part = S_ISREG(m) ? size > 0
+	int needs_part = S_ISREG(m)   ? size > 0
 			 : S_ISLNK(m) ? size > I_INLINE_MAX
 				      : ip->i_dkind == I_DIR_LARGE;
 	if (needs_part && !p && ip->i_level == I_NO_PART)
 		BAD(f, "inode %llu: size %llu but no partition (D1)", (unsigned long long)ino,
 		    (unsigned long long)size);
 	if (p && size > psize)
-		BAD(f, "inode %llu: size %llu exceeds its partition (%llu)", (unsigned long long)ino,
-		    (unsigned long long)size, (unsigned long long)psize);
+		BAD(f, "inode %llu: size %llu exceeds its partition (%llu)",
+		    (unsigned long long)ino, (unsigned long long)size, (unsigned long long)psize);
 	if (S_ISLNK(m) && (size == 0 || size >= FS_PATH_MAX))
 		BAD(f, "symlink %llu: bad target length %llu", (unsigned long long)ino,
 		    (unsigned long long)size);
@@ -578,8 +581,7 @@ int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 }
 
 /* Superblock repair before anything can be mounted. */
-static int fix_superblock(const char *pool, int repair, fr_report_fn report, void *rarg,
-			  int *fixed)
+static int fix_superblock(const char *pool, int repair, fr_report_fn report, void *rarg, int *fixed)
 {
 	struct pool p;
 	int rc = pool_open(&p, pool, 0);
@@ -590,11 +592,11 @@ static int fix_superblock(const char *pool, int repair, fr_report_fn report, voi
 	memset(&a, 0, sizeof(a));
 	memset(&b, 0, sizeof(b));
 	int ra = pread(p.fd, &a, sizeof(a), SB_OFF) == (ssize_t)sizeof(a)
-			 ? meta_super_check(&a, p.file_size, &wa)
-			 : (wa = "pool too short", -EINVAL);
+		     ? meta_super_check(&a, p.file_size, &wa)
+		     : (wa = "pool too short", -EINVAL);
 	int rb = pread(p.fd, &b, sizeof(b), SB_BACKUP_OFF) == (ssize_t)sizeof(b)
-			 ? meta_super_check(&b, p.file_size, &wb)
-			 : (wb = "missing", -EINVAL);
+		     ? meta_super_check(&b, p.file_size, &wb)
+		     : (wb = "missing", -EINVAL);
 	rc = 0;
 	if (ra && !rb) {
 		fr_report(report, rarg, "superblock: %s; the backup is intact", wa);
@@ -647,7 +649,8 @@ int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const c
 		return rc;
 	}
 	if (fs->m.recovered_entries)
-		fr_report(report, report_arg, "info: replayed %llu log entries (normal after a crash)",
+		fr_report(report, report_arg,
+			  "info: replayed %llu log entries (normal after a crash)",
 			  (unsigned long long)fs->m.recovered_entries);
 	rc = fs_fsck(fs, repair, report, report_arg, progress, progress_arg);
 	ferrite_unmount(fs);

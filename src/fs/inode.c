@@ -145,7 +145,7 @@ int ino_alloc(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid, 
 	img.i_generation = gen;
 	img.i_mtime_sec = img.i_ctime_sec = img.i_atime_sec = img.i_btime_sec = now.tv_sec;
 	img.i_mtime_nsec = img.i_ctime_nsec = img.i_atime_nsec = img.i_btime_nsec =
-		(uint32_t)now.tv_nsec;
+	    (uint32_t)now.tv_nsec;
 	img.i_parent = parent;
 	tx_set(tx, meta_ptr(&fs->m, off), &img, sizeof(img));
 	*ino = off >> INO_SHIFT;

@@ -47,18 +47,18 @@ int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
 	if (!pool)
 		pool = ferrite_default_pool();
 	if (opts->mode == FERRITE_MODE_STRICT)
-		return fr_err_finish(fr_err(-EOPNOTSUPP,
-					    "strict mode is not available in this release"));
+		return fr_err_finish(
+		    fr_err(-EOPNOTSUPP, "strict mode is not available in this release"));
 	if (opts->mode != FERRITE_MODE_SYNC)
 		return fr_err_finish(fr_err(-EINVAL, "unknown mode %d", opts->mode));
 	if (!opts->no_hugepages && strcmp(pool, DEFAULT_POOL_PATH) == 0)
 		pool_prepare_default_dir(pool);
 	struct meta_mkfs_params p = {
-		.size = opts->size,
-		.mode = opts->mode,
-		.progress = opts->progress,
-		.progress_arg = opts->progress_arg,
-		.force = opts->force,
+	    .size = opts->size,
+	    .mode = opts->mode,
+	    .progress = opts->progress,
+	    .progress_arg = opts->progress_arg,
+	    .force = opts->force,
 	};
 	return fr_err_finish(meta_mkfs(pool, &p, make_root, NULL));
 }

@@ -46,8 +46,7 @@ static int may_delete(const struct fs_cred *c, struct fr_inode *dir, struct fr_i
 }
 
 /* Re-finds the walk's last component under the parent's lock. */
-static uint64_t relookup(ferrite_fs *fs, struct tx *tx, struct nameidata *nd,
-			 struct fr_dentry **dp)
+static uint64_t relookup(ferrite_fs *fs, struct tx *tx, struct nameidata *nd, struct fr_dentry **dp)
 {
 	struct fr_dentry *d = NULL;
 	if (dir_lookup(fs, tx, ino_ptr(fs, nd->dir_ino), nd->name, nd->len, &d))
@@ -119,8 +118,7 @@ static int create_in(ferrite_fs *fs, struct nameidata *nd, mode_t mode, uint64_t
 	return rc;
 }
 
-int fs_create(ferrite_fs *fs, const char *path, int flags, mode_t mode, uint64_t *ino,
-	      int *created)
+int fs_create(ferrite_fs *fs, const char *path, int flags, mode_t mode, uint64_t *ino, int *created)
 {
 	struct nameidata nd;
 	int follow = (flags & (O_EXCL | O_NOFOLLOW)) ? 0 : LOOKUP_FOLLOW;
@@ -229,10 +227,12 @@ static int remove_common(ferrite_fs *fs, const char *path, int is_rmdir)
 					dir_remove(fs, tx, dir, d);
 					touch_dir(tx, dir);
 					if (isdir) {
-						tx_set4(tx, &dir->i_nlink, tx_get4(tx, &dir->i_nlink) - 1);
+						tx_set4(tx, &dir->i_nlink,
+							tx_get4(tx, &dir->i_nlink) - 1);
 						tx_set4(tx, &cp->i_nlink, 0);
 					} else {
-						tx_set4(tx, &cp->i_nlink, tx_get4(tx, &cp->i_nlink) - 1);
+						tx_set4(tx, &cp->i_nlink,
+							tx_get4(tx, &cp->i_nlink) - 1);
 						touch_ctime(tx, cp);
 					}
 					if (tx_get4(tx, &cp->i_nlink) == 0)
@@ -386,8 +386,8 @@ static int is_ancestor(ferrite_fs *fs, uint64_t anc, uint64_t dir)
 	return 1;
 }
 
-static int rename_checks(ferrite_fs *fs, struct nameidata *on, struct nameidata *nn,
-			 uint64_t src, uint64_t dst, unsigned flags)
+static int rename_checks(ferrite_fs *fs, struct nameidata *on, struct nameidata *nn, uint64_t src,
+			 uint64_t dst, unsigned flags)
 {
 	const struct fs_cred *c = cred_get();
 	struct fr_inode *sp = ino_ptr(fs, src), *dp = dst ? ino_ptr(fs, dst) : NULL;
@@ -540,7 +540,8 @@ int fs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned
 				if (!lc) {
 					rc = -ENOMEM;
 				} else {
-					rc = rename_tx(fs, lc->tx, &on, &nn, src, dst, flags, &later);
+					rc = rename_tx(fs, lc->tx, &on, &nn, src, dst, flags,
+						       &later);
 					rc = commit_or_abort(fs, lc, rc);
 					op_end(fs, lc);
 				}

@@ -49,8 +49,8 @@ int fs_readlink_ino(ferrite_fs *fs, uint64_t ino, char *buf, size_t cap, size_t 
 
 /* Looks name up in dir under dir's read lock, or with keep set, under its
  * write lock, which is then kept (the caller changes the directory next). */
-static int lookup_locked(ferrite_fs *fs, uint64_t dir, const char *name, size_t len,
-			 uint64_t *out, int keep)
+static int lookup_locked(ferrite_fs *fs, uint64_t dir, const char *name, size_t len, uint64_t *out,
+			 int keep)
 {
 	struct fr_inode *dp = ino_ptr(fs, dir);
 	pthread_rwlock_t *lk = ino_lock(fs, dir);

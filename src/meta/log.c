@@ -63,7 +63,7 @@ int log_init(struct meta *m)
 		return -ENOMEM;
 	for (uint32_t i = 0; i < m->nlogs; i++) {
 		m->logs[i].slot = (struct log_slot *)meta_ptr(
-			m, m->sb->sb_log_off + (uint64_t)i * m->sb->sb_log_size);
+		    m, m->sb->sb_log_off + (uint64_t)i * m->sb->sb_log_size);
 		m->logs[i].index = i;
 		m->logs[i].next_free = i + 1;
 	}
@@ -251,7 +251,8 @@ static int runs_sane(struct meta *m, const struct log_entry *e)
 			return 0;
 		memcpy(&r, runs + p, sizeof(r));
 		uint64_t bytes = 8ULL * r.lr_nwords;
-		if (r.lr_off & 7 || r.lr_off < SB_SPACE_OFF || r.lr_off + bytes > m->sp.pool->size ||
+		if (r.lr_off & 7 || r.lr_off < SB_SPACE_OFF ||
+		    r.lr_off + bytes > m->sp.pool->size ||
 		    (r.lr_off < log_end && r.lr_off + bytes > m->sb->sb_log_off) ||
 		    p + sizeof(r) + bytes > e->le_nbytes)
 			return 0;
@@ -271,8 +272,9 @@ int log_recover(struct meta *m)
 		if (!e)
 			continue;
 		if (!runs_sane(m, e))
-			return fr_err(-EUCLEAN, "log slot %u holds an entry that points outside the "
-						"pool (run `ferrite fsck`)",
+			return fr_err(-EUCLEAN,
+				      "log slot %u holds an entry that points outside the "
+				      "pool (run `ferrite fsck`)",
 				      i);
 		apply_runs(m, (const char *)(e + 1), e->le_nbytes);
 		pm_fence();

@@ -14,10 +14,10 @@
 
 struct log_ctx {
 	struct log_slot *slot;
-	struct tx *tx;        /* staging buffer bound to this slot */
-	char *ebuf;           /* entry image built before it is copied to the slot */
+	struct tx *tx; /* staging buffer bound to this slot */
+	char *ebuf;    /* entry image built before it is copied to the slot */
 	uint32_t index;
-	uint32_t next_free;   /* free-list link (volatile) */
+	uint32_t next_free; /* free-list link (volatile) */
 };
 
 struct meta {

@@ -10,11 +10,11 @@
 #include <stdint.h>
 
 #define FR_FORMAT_VERSION 1
-#define SB_MAGIC 0x0045544952524546ULL /* "FERRITE\0" */
-#define SB_OFF 0
-#define SB_SPACE_OFF 4096
-#define SB_STATE_OFF 8192
-#define SB_BACKUP_OFF (2 * 1024 * 1024 - 4096)
+#define SB_MAGIC	  0x0045544952524546ULL /* "FERRITE\0" */
+#define SB_OFF		  0
+#define SB_SPACE_OFF	  4096
+#define SB_STATE_OFF	  8192
+#define SB_BACKUP_OFF	  (2 * 1024 * 1024 - 4096)
 
 /* Features a reader must understand to mount (none defined in version 1). */
 #define SB_INCOMPAT_SUPPORTED 0u
@@ -22,24 +22,24 @@
 struct fr_super {
 	uint64_t sb_magic;
 	uint32_t sb_version;
-	uint32_t sb_size;       /* bytes covered by the checksum: offsetof(sb_checksum) */
+	uint32_t sb_size; /* bytes covered by the checksum: offsetof(sb_checksum) */
 	uint8_t sb_uuid[16];
-	uint64_t sb_pool_size;  /* bytes in use (multiple of 2 MiB) */
-	uint32_t sb_page_size;  /* 4096 */
-	uint32_t sb_unit_size;  /* 2 MiB */
-	uint32_t sb_mode;       /* enum ferrite_mode */
+	uint64_t sb_pool_size; /* bytes in use (multiple of 2 MiB) */
+	uint32_t sb_page_size; /* 4096 */
+	uint32_t sb_unit_size; /* 2 MiB */
+	uint32_t sb_mode;      /* enum ferrite_mode */
 	uint32_t sb_incompat;
-	uint64_t sb_hash_seed;  /* keys the directory name hash */
+	uint64_t sb_hash_seed; /* keys the directory name hash */
 	int64_t sb_mkfs_time;
-	uint64_t sb_space_off;  /* space header (space_format.h) */
-	uint64_t sb_state_off;  /* struct fr_state */
-	uint64_t sb_log_off;    /* first log slot */
+	uint64_t sb_space_off; /* space header (space_format.h) */
+	uint64_t sb_state_off; /* struct fr_state */
+	uint64_t sb_log_off;   /* first log slot */
 	uint32_t sb_log_count;
 	uint32_t sb_log_size;
 	uint64_t sb_backup_off; /* copy of this superblock */
-	uint64_t sb_meta_end;   /* end of the meta area; space bitmaps follow */
+	uint64_t sb_meta_end;	/* end of the meta area; space bitmaps follow */
 	uint64_t sb_rsvd[16];
-	uint32_t sb_checksum;   /* crc32c of the bytes before this field */
+	uint32_t sb_checksum; /* crc32c of the bytes before this field */
 	uint32_t sb_pad;
 };
 _Static_assert(sizeof(struct fr_super) <= 4096, "superblock fits a page");
@@ -50,8 +50,8 @@ _Static_assert(sizeof(struct fr_super) <= 4096, "superblock fits a page");
 #define MP_LIVE 0x4556494cu /* "LIVE" */
 struct mp_oob {
 	uint32_t oob_status;
-	uint32_t oob_pool;   /* pool id, for fsck */
-	uint64_t oob_next;   /* free entries: next free entry (pool offset) */
+	uint32_t oob_pool; /* pool id, for fsck */
+	uint64_t oob_next; /* free entries: next free entry (pool offset) */
 };
 
 enum mp_id {
@@ -69,18 +69,18 @@ enum mp_id {
 struct mp_head {
 	uint32_t mph_entry_size;
 	uint32_t mph_id;
-	uint64_t mph_free_head; /* pool offset of the first free entry, 0 = none */
-	uint64_t mph_total;     /* entries in all blocks */
-	uint64_t mph_live;      /* entries in use */
-	uint64_t mph_block_head;/* first block of the pool's block list */
-	uint64_t mph_active;    /* block still handing out never-used entries */
-	uint64_t mph_replica;   /* reserved for a replica pool (dual copy) */
+	uint64_t mph_free_head;	 /* pool offset of the first free entry, 0 = none */
+	uint64_t mph_total;	 /* entries in all blocks */
+	uint64_t mph_live;	 /* entries in use */
+	uint64_t mph_block_head; /* first block of the pool's block list */
+	uint64_t mph_active;	 /* block still handing out never-used entries */
+	uint64_t mph_replica;	 /* reserved for a replica pool (dual copy) */
 	uint64_t mph_rsvd;
 };
 _Static_assert(sizeof(struct mp_head) == 64, "pool head is one line");
 
 #define MPB_MAGIC 0x4b434f4c4250464dULL /* "MFPBLOCK" */
-#define MPB_HDR 64
+#define MPB_HDR	  64
 struct mp_block {
 	uint64_t mpb_magic;
 	uint32_t mpb_id;
@@ -105,27 +105,27 @@ _Static_assert(sizeof(struct fr_state) <= 4096, "state fits a page");
 
 /* Redo log slot: header line, then one entry. */
 #define LOG_MAGIC 0x474f4c4f44455246ULL /* "FEREDOLOG" */
-#define LE_MAGIC 0x52544e45u          /* "ENTR" */
+#define LE_MAGIC  0x52544e45u		/* "ENTR" */
 struct log_slot {
 	uint64_t ls_magic;
 	uint64_t ls_retired; /* sequence number of the last entry applied and retired */
 	uint64_t ls_rsvd[6];
 };
 struct log_entry {
-	uint64_t le_seq;    /* ls_retired + 1 while the entry is live */
+	uint64_t le_seq; /* ls_retired + 1 while the entry is live */
 	uint32_t le_magic;
 	uint32_t le_nruns;
 	uint32_t le_nbytes; /* bytes of runs that follow */
 	uint32_t le_csum;   /* crc32c over this header (le_csum = 0) and the runs */
 };
 struct log_run {
-	uint64_t lr_off;    /* pool offset of the first word */
+	uint64_t lr_off; /* pool offset of the first word */
 	uint32_t lr_nwords;
 	uint32_t lr_pad;
 	/* uint64_t words[lr_nwords] follow */
 };
 _Static_assert(sizeof(struct log_slot) == 64 && sizeof(struct log_entry) == 24 &&
-		       sizeof(struct log_run) == 16,
+		   sizeof(struct log_run) == 16,
 	       "log layout");
 
 #endif

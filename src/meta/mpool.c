@@ -23,8 +23,8 @@
 #include "persist/pm.h"
 
 const uint32_t mp_entry_size[MP_COUNT] = {
-	[MP_INODE] = 256,   [MP_NAME64] = 64,    [MP_NAME128] = 128,  [MP_NAME192] = 192,
-	[MP_NAME272] = 272, [MP_DENT16] = 1152, [MP_DENT32] = 2176, [MP_DENT64] = 4224,
+    [MP_INODE] = 256,	[MP_NAME64] = 64,   [MP_NAME128] = 128, [MP_NAME192] = 192,
+    [MP_NAME272] = 272, [MP_DENT16] = 1152, [MP_DENT32] = 2176, [MP_DENT64] = 4224,
 };
 
 static uint32_t entries_per_block(uint32_t esize)
@@ -47,12 +47,12 @@ static int new_block(struct meta *m, struct tx *tx, struct mp_head *h, enum mp_i
 		return fr_err(-ENOSPC, "no space for more metadata");
 	uint64_t off = (uint64_t)u << FR_PAGE_SHIFT;
 	struct mp_block img = {
-		.mpb_magic = MPB_MAGIC,
-		.mpb_id = id,
-		.mpb_entry_size = mp_entry_size[id],
-		.mpb_nentries = entries_per_block(mp_entry_size[id]),
-		.mpb_bump = 0,
-		.mpb_next = tx_get8(tx, &h->mph_block_head),
+	    .mpb_magic = MPB_MAGIC,
+	    .mpb_id = id,
+	    .mpb_entry_size = mp_entry_size[id],
+	    .mpb_nentries = entries_per_block(mp_entry_size[id]),
+	    .mpb_bump = 0,
+	    .mpb_next = tx_get8(tx, &h->mph_block_head),
 	};
 	pm_copy_flush(meta_ptr(m, off), &img, sizeof(img));
 	tx_mark_fresh(tx);
@@ -105,7 +105,7 @@ static void mp_free_now(struct space *sp, uint64_t mp, uint64_t txp, uint64_t pa
 	struct mp_head *h = &m->st->st_pools[id];
 	struct mp_oob *o = meta_ptr(m, off);
 	struct mp_oob dead = {
-		.oob_status = MP_FREE, .oob_pool = id, .oob_next = tx_get8(tx, &h->mph_free_head)};
+	    .oob_status = MP_FREE, .oob_pool = id, .oob_next = tx_get8(tx, &h->mph_free_head)};
 	tx_set(tx, o, &dead, sizeof(dead));
 	tx_set8(tx, &h->mph_free_head, off);
 	tx_set8(tx, &h->mph_live, tx_get8(tx, &h->mph_live) - 1);
@@ -140,8 +140,8 @@ int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg
 	    void (*block_cb)(void *, uint64_t), fr_report_fn report, void *rarg)
 {
 	int bad = 0;
-	uint64_t data_lo = m->sp.data_page << FR_PAGE_SHIFT, data_hi = m->sp.data_end_page
-								      << FR_PAGE_SHIFT;
+	uint64_t data_lo = m->sp.data_page << FR_PAGE_SHIFT,
+		 data_hi = m->sp.data_end_page << FR_PAGE_SHIFT;
 	for (int id = 0; id < MP_COUNT; id++) {
 		struct mp_head *h = &m->st->st_pools[id];
 		uint64_t total = 0, live = 0, nfree = 0, nblocks = 0;
@@ -180,24 +180,27 @@ int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg
 					if (visit)
 						visit(arg, id, off, 0);
 				} else {
-					fr_report(report, rarg,
-						  "metadata pool %d: entry at %#llx has a bad status",
-						  id, (unsigned long long)off);
+					fr_report(
+					    report, rarg,
+					    "metadata pool %d: entry at %#llx has a bad status", id,
+					    (unsigned long long)off);
 					bad++;
 				}
 			}
 			b = blk->mpb_next;
 		}
 		if (!active_seen) {
-			fr_report(report, rarg, "metadata pool %d: active block not in its list", id);
+			fr_report(report, rarg, "metadata pool %d: active block not in its list",
+				  id);
 			bad++;
 		}
 		if (total != h->mph_total || live != h->mph_live) {
 			fr_report(report, rarg,
 				  "metadata pool %d: counts (total %llu, live %llu) do not match "
 				  "its blocks (%llu, %llu)",
-				  id, (unsigned long long)h->mph_total, (unsigned long long)h->mph_live,
-				  (unsigned long long)total, (unsigned long long)live);
+				  id, (unsigned long long)h->mph_total,
+				  (unsigned long long)h->mph_live, (unsigned long long)total,
+				  (unsigned long long)live);
 			bad++;
 		}
 		/* The free list must hold exactly the FREE entries. */
@@ -214,8 +217,8 @@ int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg
 		}
 		if (n != nfree) {
 			fr_report(report, rarg,
-				  "metadata pool %d: %llu free entries but %llu on the free list", id,
-				  (unsigned long long)nfree, (unsigned long long)n);
+				  "metadata pool %d: %llu free entries but %llu on the free list",
+				  id, (unsigned long long)nfree, (unsigned long long)n);
 			bad++;
 		}
 	}

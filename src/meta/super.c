@@ -24,8 +24,8 @@
 #include "meta/meta.h"
 #include "persist/pm.h"
 
-#define MIN_POOL (16 * FR_MIB)
-#define DEFAULT_POOL (1 * FR_GIB)
+#define MIN_POOL      (16 * FR_MIB)
+#define DEFAULT_POOL  (1 * FR_GIB)
 #define LOG_SLOT_SIZE (64 * 1024)
 
 static uint32_t super_csum(const struct fr_super *sb)
@@ -41,8 +41,7 @@ int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char *
 		snprintf(msg, sizeof(msg), "not a ferrite pool (no ferrite signature)");
 		return -EINVAL;
 	}
-	if (sb->sb_version > FR_FORMAT_VERSION ||
-	    (sb->sb_incompat & ~SB_INCOMPAT_SUPPORTED)) {
+	if (sb->sb_version > FR_FORMAT_VERSION || (sb->sb_incompat & ~SB_INCOMPAT_SUPPORTED)) {
 		snprintf(msg, sizeof(msg),
 			 "pool format version %u is newer than this ferrite supports (%u)",
 			 sb->sb_version, FR_FORMAT_VERSION);
@@ -66,9 +65,10 @@ int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char *
 		return -EUCLEAN;
 	}
 	if (sb->sb_pool_size > file_size) {
-		snprintf(msg, sizeof(msg),
-			 "pool is truncated: the superblock describes %llu bytes, the file has %llu",
-			 (unsigned long long)sb->sb_pool_size, (unsigned long long)file_size);
+		snprintf(
+		    msg, sizeof(msg),
+		    "pool is truncated: the superblock describes %llu bytes, the file has %llu",
+		    (unsigned long long)sb->sb_pool_size, (unsigned long long)file_size);
 		return -EUCLEAN;
 	}
 	return 0;
@@ -181,7 +181,8 @@ int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
 	if (getrandom(sb.sb_uuid, sizeof(sb.sb_uuid), 0) != sizeof(sb.sb_uuid)) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
+		uint64_t x =
+		    (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
 		memcpy(sb.sb_uuid, &x, 8);
 		memcpy(sb.sb_uuid + 8, &p, sizeof(void *));
 	}
@@ -244,8 +245,9 @@ int meta_open(struct meta *m, const char *path)
 	struct fr_super sb;
 	const char *why;
 	if (p->file_size == 0) {
-		rc = fr_err(-EINVAL, "%s: empty file, not a ferrite pool (create one with "
-				     "`ferrite mkfs`)",
+		rc = fr_err(-EINVAL,
+			    "%s: empty file, not a ferrite pool (create one with "
+			    "`ferrite mkfs`)",
 			    path);
 		goto fail;
 	}

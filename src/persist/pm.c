@@ -56,11 +56,11 @@ static void *fallback_memset(void *dst, int c, size_t len, unsigned flags)
 }
 
 struct pm_funcs pm_funcs = {
-	.flush = fallback_flush,
-	.drain = fallback_drain,
-	.memcpy = fallback_memcpy,
-	.memset = fallback_memset,
-	.gran = PM_GRAN_CACHE_LINE,
+    .flush = fallback_flush,
+    .drain = fallback_drain,
+    .memcpy = fallback_memcpy,
+    .memset = fallback_memset,
+    .gran = PM_GRAN_CACHE_LINE,
 };
 
 static int pm_configured;
@@ -178,7 +178,8 @@ int pm_setup(int fd, void *addr, size_t len, int gran, void **handle)
 	} else if (gran < 0) {
 		struct pmem2_source *src;
 		if (pmem2_source_from_fd(&src, fd))
-			return fr_err(-EINVAL, "libpmem2 cannot use this pool: %s", pmem2_errormsg());
+			return fr_err(-EINVAL, "libpmem2 cannot use this pool: %s",
+				      pmem2_errormsg());
 		gran = detect_granularity(src);
 		pmem2_source_delete(&src);
 	}
@@ -195,7 +196,8 @@ int pm_setup(int fd, void *addr, size_t len, int gran, void **handle)
 	}
 	pthread_mutex_unlock(&keep_lock);
 	if (!map)
-		return fr_err(-EINVAL, "libpmem2 cannot wrap the pool mapping: %s", pmem2_errormsg());
+		return fr_err(-EINVAL, "libpmem2 cannot wrap the pool mapping: %s",
+			      pmem2_errormsg());
 	return 0;
 }
 

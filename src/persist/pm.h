@@ -22,9 +22,9 @@
 #include "util/util.h"
 
 enum pm_granularity {
-	PM_GRAN_BYTE = 0,       /* eADR / battery-backed caches: no flush needed */
+	PM_GRAN_BYTE = 0,	/* eADR / battery-backed caches: no flush needed */
 	PM_GRAN_CACHE_LINE = 1, /* flush cache lines, then fence */
-	PM_GRAN_PAGE = 2,       /* msync: ordinary page-cache files */
+	PM_GRAN_PAGE = 2,	/* msync: ordinary page-cache files */
 };
 
 typedef void (*pm_flush_fn)(const void *addr, size_t len);
@@ -78,7 +78,7 @@ extern const struct pm_trace_ops *pm_trace;
 #else
 #define PM_TRACE_STORE(a, n) ((void)0)
 #define PM_TRACE_FLUSH(a, n) ((void)0)
-#define PM_TRACE_FENCE() ((void)0)
+#define PM_TRACE_FENCE()     ((void)0)
 #endif
 
 /* Plain (cached) stores; durable only after pm_flush + pm_fence. */

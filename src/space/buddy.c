@@ -191,16 +191,18 @@ int bud_check(struct space *sp, void (*report)(void *, const char *), void *arg)
 			uint64_t v = sp->bitmap[k][w];
 			int sbit = (sp->summary[k][w >> 6] >> (w & 63)) & 1;
 			if ((v != 0) != sbit) {
-				fr_report(report, arg, "buddy: order %d summary bit for word %llu is wrong",
-				    k, (unsigned long long)w);
+				fr_report(report, arg,
+					  "buddy: order %d summary bit for word %llu is wrong", k,
+					  (unsigned long long)w);
 				bad++;
 			}
 			while (v) {
 				uint64_t b = w * 64 + (uint64_t)__builtin_ctzll(v);
 				v &= v - 1;
 				if (b >= nb) {
-					fr_report(report, arg, "buddy: order %d block %llu beyond the pool",
-					    k, (unsigned long long)b);
+					fr_report(report, arg,
+						  "buddy: order %d block %llu beyond the pool", k,
+						  (unsigned long long)b);
 					bad++;
 					continue;
 				}
@@ -209,10 +211,14 @@ int bud_check(struct space *sp, void (*report)(void *, const char *), void *arg)
 				/* B1: no free block of another order overlaps this one. */
 				for (int j = k + 1; j < BUD_ORDERS; j++) {
 					uint64_t head = rel & ~((1ULL << j) - 1);
-					if ((sp->bitmap[j][(head >> j) >> 6] >> ((head >> j) & 63)) & 1) {
+					if ((sp->bitmap[j][(head >> j) >> 6] >>
+					     ((head >> j) & 63)) &
+					    1) {
 						fr_report(report, arg,
-						    "buddy: free blocks overlap at page %llu (orders %d, %d)",
-						    (unsigned long long)(sp->data_page + rel), k, j);
+							  "buddy: free blocks overlap at page %llu "
+							  "(orders %d, %d)",
+							  (unsigned long long)(sp->data_page + rel),
+							  k, j);
 						bad++;
 					}
 				}
@@ -220,8 +226,10 @@ int bud_check(struct space *sp, void (*report)(void *, const char *), void *arg)
 					uint64_t bud = (rel ^ (1ULL << k)) >> k;
 					if ((sp->bitmap[k][bud >> 6] >> (bud & 63)) & 1) {
 						fr_report(report, arg,
-						    "buddy: unmerged free buddies at page %llu order %d",
-						    (unsigned long long)(sp->data_page + rel), k);
+							  "buddy: unmerged free buddies at page "
+							  "%llu order %d",
+							  (unsigned long long)(sp->data_page + rel),
+							  k);
 						bad++;
 					}
 				}
@@ -230,7 +238,7 @@ int bud_check(struct space *sp, void (*report)(void *, const char *), void *arg)
 	}
 	if (total != sp->hdr->sph_free_pages) {
 		fr_report(report, arg, "buddy: free page count %llu, bitmaps say %llu",
-		    (unsigned long long)sp->hdr->sph_free_pages, (unsigned long long)total);
+			  (unsigned long long)sp->hdr->sph_free_pages, (unsigned long long)total);
 		bad++;
 	}
 	return bad;

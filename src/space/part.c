@@ -561,7 +561,8 @@ void part_large_unback(struct tx *tx, uint64_t vw)
 			}
 			int k = 0;
 			while (k < BUD_TOP_ORDER - 1 && !(o & ((2u << k) - 1)) &&
-			       !((pg - sp->data_page) & ((2ULL << k) - 1)) && o + (2u << k) <= 512) {
+			       !((pg - sp->data_page) & ((2ULL << k) - 1)) &&
+			       o + (2u << k) <= 512) {
 				unsigned n = 2u << k, j;
 				for (j = 1; j < n; j++)
 					if (tx_get4(tx, &pt->pt_pte[o + j]) != pg + j)

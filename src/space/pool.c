@@ -209,7 +209,8 @@ int pool_open(struct pool *p, const char *path, int create)
 		int rc = devdax_size(st.st_rdev, &p->file_size);
 		if (rc) {
 			pool_close(p);
-			return fr_err(-ENODEV, "%s: character device is not a device-DAX node", path);
+			return fr_err(-ENODEV, "%s: character device is not a device-DAX node",
+				      path);
 		}
 		snprintf(p->backing, sizeof(p->backing), "device-DAX %s", path);
 		p->huge = 1;

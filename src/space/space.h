@@ -24,24 +24,24 @@
 
 /* Kind of medium the pool lives on. */
 enum pool_kind {
-	POOL_TMPFS = 0,   /* emulated PM in RAM (the default /dev/shm pool) */
-	POOL_FILE = 1,    /* regular file on a non-DAX file system (emulated) */
-	POOL_FSDAX = 2,   /* file on a DAX file system, mapped with MAP_SYNC */
-	POOL_DEVDAX = 3,  /* device-DAX character device */
+	POOL_TMPFS = 0,	 /* emulated PM in RAM (the default /dev/shm pool) */
+	POOL_FILE = 1,	 /* regular file on a non-DAX file system (emulated) */
+	POOL_FSDAX = 2,	 /* file on a DAX file system, mapped with MAP_SYNC */
+	POOL_DEVDAX = 3, /* device-DAX character device */
 };
 
 struct pool {
 	int fd;
 	char *path;
 	enum pool_kind kind;
-	uint64_t size;      /* usable bytes (multiple of 2 MiB) */
+	uint64_t size;	    /* usable bytes (multiple of 2 MiB) */
 	uint64_t file_size; /* bytes in the file or device */
-	char *base;         /* direct mapping of [0, size) */
+	char *base;	    /* direct mapping of [0, size) */
 	void *map_reserve;  /* start of the region reserved for the direct map */
 	size_t map_reserve_len;
-	int map_flags;      /* flags for every shared mapping of the pool */
-	int huge;           /* backed by 2 MiB pages */
-	char backing[160];  /* human description for `ferrite info` */
+	int map_flags;	   /* flags for every shared mapping of the pool */
+	int huge;	   /* backed by 2 MiB pages */
+	char backing[160]; /* human description for `ferrite info` */
 	void *pm_handle;
 };
 
@@ -77,16 +77,16 @@ struct space {
 	int top_level;
 	uint64_t vsize;
 	pthread_mutex_t alloc_lock; /* buddy, partition tree, metadata pools */
-	uint64_t l3_hint[3];        /* volatile: L3 used last per child level */
+	uint64_t l3_hint[3];	    /* volatile: L3 used last per child level */
 
 	/* vspace mapping cache (volatile) */
 	char *vbase;
 	void *vreserve;
 	size_t vreserve_len;
-	uint8_t *wstate;        /* per-window enum vs_state */
+	uint8_t *wstate; /* per-window enum vs_state */
 	uint64_t nwindows;
 	pthread_mutex_t map_lock;
-	struct vs_exc *exc;     /* small windows with pages away from their home */
+	struct vs_exc *exc; /* small windows with pages away from their home */
 	uint64_t nexc, exc_cap;
 	uint64_t stat_mmaps, stat_mremaps;
 };

@@ -25,12 +25,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define TX_MAX_RUNS 1536      /* staged ranges per transaction */
-#define TX_MAX_BYTES (32 * 1024) /* staged bytes per transaction (fits a log slot) */
-#define TX_PAGE_SLOTS 4096    /* pages holding staged bytes: more than runs can fill */
-#define TX_MAX_DEFER 1024
-#define TX_MAX_FREES 1024
-#define TX_XLATE 8 /* cached page translations (vspace page -> pool page) */
+#define TX_MAX_RUNS   1536	  /* staged ranges per transaction */
+#define TX_MAX_BYTES  (32 * 1024) /* staged bytes per transaction (fits a log slot) */
+#define TX_PAGE_SLOTS 4096	  /* pages holding staged bytes: more than runs can fill */
+#define TX_MAX_DEFER  1024
+#define TX_MAX_FREES  1024
+#define TX_XLATE      8 /* cached page translations (vspace page -> pool page) */
 
 struct space;
 typedef void (*tx_defer_fn)(struct space *sp, uint64_t a, uint64_t b, uint64_t c);
@@ -54,29 +54,29 @@ struct tx_free {
 struct tx_run {
 	uint64_t off;
 	uint32_t len;
-	uint32_t pos;  /* where its bytes start in tx->data */
-	int32_t next;  /* next run of the same page, -1 at the end */
+	uint32_t pos; /* where its bytes start in tx->data */
+	int32_t next; /* next run of the same page, -1 at the end */
 	uint32_t pad;
 };
 
 struct tx {
-	char *base;                /* start of the pool's direct mapping */
+	char *base; /* start of the pool's direct mapping */
 	struct space *sp;
 	uint32_t nruns;
 	uint32_t nbytes;
-	int fresh;                 /* unreachable objects were written: fence first */
-	int overflow;              /* more than a log entry can hold was staged */
+	int fresh;    /* unreachable objects were written: fence first */
+	int overflow; /* more than a log entry can hold was staged */
 	pthread_mutex_t *alloc_lock;
 	int alloc_locked;
 	uint32_t ndefer;
 	uint32_t nfrees;
 	int finalizing;
 	uint32_t npages_used;
-	int pages_overflow;        /* unused: the page table is sized for the runs */
+	int pages_overflow;			 /* unused: the page table is sized for the runs */
 	uint64_t xl_v[TX_XLATE], xl_p[TX_XLATE]; /* see ppt_page_tx */
 	uint32_t xl_next;
 	struct tx_run runs[TX_MAX_RUNS];
-	uint64_t page[TX_PAGE_SLOTS]; /* page number + 1 of pages with staged bytes */
+	uint64_t page[TX_PAGE_SLOTS];	  /* page number + 1 of pages with staged bytes */
 	int32_t page_runs[TX_PAGE_SLOTS]; /* first run of that page */
 	uint32_t page_used[TX_PAGE_SLOTS];
 	struct tx_defer defer[TX_MAX_DEFER];

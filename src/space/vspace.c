@@ -161,7 +161,8 @@ static int map_pool(struct space *sp, uint64_t v, uint64_t len, uint64_t pool_of
 
 static int map_zero(struct space *sp, uint64_t v, uint64_t len)
 {
-	void *m = mmap(sp->vbase + v, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	void *m =
+	    mmap(sp->vbase + v, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (m == MAP_FAILED)
 		return fr_err(-ENOMEM, "cannot map a hole: %s", strerror(errno));
 	sp->stat_mmaps++;

@@ -13,19 +13,19 @@
 #define FR_GIB (1024ULL * 1024 * 1024)
 
 #define FR_PAGE_SHIFT 12
-#define FR_PAGE_SIZE (1ULL << FR_PAGE_SHIFT)
+#define FR_PAGE_SIZE  (1ULL << FR_PAGE_SHIFT)
 #define FR_UNIT_SHIFT 21 /* 2 MiB: buddy top order, PPT window, mapping grain */
-#define FR_UNIT_SIZE (1ULL << FR_UNIT_SHIFT)
-#define FR_CACHELINE 64
+#define FR_UNIT_SIZE  (1ULL << FR_UNIT_SHIFT)
+#define FR_CACHELINE  64
 
-#define FR_ALIGN_UP(x, a) (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
+#define FR_ALIGN_UP(x, a)   (((x) + ((a)-1)) & ~((__typeof__(x))(a)-1))
 #define FR_ALIGN_DOWN(x, a) ((x) & ~((__typeof__(x))(a)-1))
-#define FR_MIN(a, b) ((a) < (b) ? (a) : (b))
-#define FR_MAX(a, b) ((a) > (b) ? (a) : (b))
-#define FR_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define FR_LIKELY(x) __builtin_expect(!!(x), 1)
-#define FR_UNLIKELY(x) __builtin_expect(!!(x), 0)
-#define FR_HIDDEN __attribute__((visibility("hidden")))
+#define FR_MIN(a, b)	    ((a) < (b) ? (a) : (b))
+#define FR_MAX(a, b)	    ((a) > (b) ? (a) : (b))
+#define FR_ARRAY_SIZE(a)    (sizeof(a) / sizeof((a)[0]))
+#define FR_LIKELY(x)	    __builtin_expect(!!(x), 1)
+#define FR_UNLIKELY(x)	    __builtin_expect(!!(x), 0)
+#define FR_HIDDEN	    __attribute__((visibility("hidden")))
 
 /* crc32c (Castagnoli), hardware-accelerated when the CPU has SSE4.2. */
 uint32_t fr_crc32c(uint32_t crc, const void *buf, size_t len);
@@ -51,7 +51,7 @@ int fr_err_finish(int rc);
 /* fsck-style problem reporting: formats a line and hands it to report. */
 typedef void (*fr_report_fn)(void *arg, const char *line);
 void fr_report(fr_report_fn report, void *arg, const char *fmt, ...)
-	__attribute__((format(printf, 3, 4)));
+    __attribute__((format(printf, 3, 4)));
 
 static inline unsigned fr_log2_ceil(uint64_t v)
 {

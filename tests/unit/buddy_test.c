@@ -114,7 +114,8 @@ static int random_against_model(void)
 			if (b < 0)
 				continue;
 			for (uint64_t p = 0; p < (1ULL << k); p++) {
-				CHECK(owner[(uint64_t)b - f.sp.data_page + p] == 0); /* no overlap */
+				CHECK(owner[(uint64_t)b - f.sp.data_page + p] ==
+				      0); /* no overlap */
 				owner[(uint64_t)b - f.sp.data_page + p] = 1;
 			}
 			live[nlive++] = (struct blk){(uint64_t)b, k};
@@ -141,11 +142,11 @@ static int random_against_model(void)
 }
 
 static const struct unit_case cases[] = {
-	{"fresh_pool_is_all_free", fresh_pool_is_all_free},
-	{"every_order_allocates_aligned_and_merges_back",
-	 every_order_allocates_aligned_and_merges_back},
-	{"alloc_at_only_when_free", alloc_at_only_when_free},
-	{"exhaustion_reports_enospc", exhaustion_reports_enospc},
-	{"random_against_model", random_against_model},
+    {"fresh_pool_is_all_free", fresh_pool_is_all_free},
+    {"every_order_allocates_aligned_and_merges_back",
+     every_order_allocates_aligned_and_merges_back},
+    {"alloc_at_only_when_free", alloc_at_only_when_free},
+    {"exhaustion_reports_enospc", exhaustion_reports_enospc},
+    {"random_against_model", random_against_model},
 };
 UNIT_MAIN(cases)

@@ -205,8 +205,8 @@ static int stable_entries_seen_once_while_changing(void)
 }
 
 static const struct unit_case cases[] = {
-	{"sizes_across_every_transition", sizes_across_every_transition},
-	{"resume_from_any_cookie", resume_from_any_cookie},
-	{"stable_entries_seen_once_while_changing", stable_entries_seen_once_while_changing},
+    {"sizes_across_every_transition", sizes_across_every_transition},
+    {"resume_from_any_cookie", resume_from_any_cookie},
+    {"stable_entries_seen_once_while_changing", stable_entries_seen_once_while_changing},
 };
 UNIT_MAIN(cases)

@@ -83,7 +83,8 @@ static int torn_entry_is_ignored(void)
 	CHECK(lc);
 	/* Tear it: one byte of the runs never reached PM. */
 	char *entry = (char *)(lc->slot + 1);
-	pm_store1(entry + sizeof(struct log_entry) + 20, (uint8_t)(entry[sizeof(struct log_entry) + 20] ^ 0x5a));
+	pm_store1(entry + sizeof(struct log_entry) + 20,
+		  (uint8_t)(entry[sizeof(struct log_entry) + 20] ^ 0x5a));
 	pm_persist(entry, 64);
 	uint64_t retired = lc->slot->ls_retired;
 	CHECK_EQ(crash_and_remount(&m, lc), 0);
@@ -166,10 +167,10 @@ static int entry_outside_pool_is_refused(void)
 }
 
 static const struct unit_case cases[] = {
-	{"committed_entry_replays", committed_entry_replays},
-	{"torn_entry_is_ignored", torn_entry_is_ignored},
-	{"replay_is_idempotent", replay_is_idempotent},
-	{"retired_entry_never_replays", retired_entry_never_replays},
-	{"entry_outside_pool_is_refused", entry_outside_pool_is_refused},
+    {"committed_entry_replays", committed_entry_replays},
+    {"torn_entry_is_ignored", torn_entry_is_ignored},
+    {"replay_is_idempotent", replay_is_idempotent},
+    {"retired_entry_never_replays", retired_entry_never_replays},
+    {"entry_outside_pool_is_refused", entry_outside_pool_is_refused},
 };
 UNIT_MAIN(cases)

@@ -173,10 +173,10 @@ static int small_pages_prefer_the_home_unit(void)
 }
 
 static const struct unit_case cases[] = {
-	{"every_level_aligned_and_disjoint", every_level_aligned_and_disjoint},
-	{"top_children_run_out", top_children_run_out},
-	{"free_all_collapses", free_all_collapses},
-	{"small_partitions_pack_into_windows", small_partitions_pack_into_windows},
-	{"small_pages_prefer_the_home_unit", small_pages_prefer_the_home_unit},
+    {"every_level_aligned_and_disjoint", every_level_aligned_and_disjoint},
+    {"top_children_run_out", top_children_run_out},
+    {"free_all_collapses", free_all_collapses},
+    {"small_partitions_pack_into_windows", small_partitions_pack_into_windows},
+    {"small_pages_prefer_the_home_unit", small_pages_prefer_the_home_unit},
 };
 UNIT_MAIN(cases)

@@ -114,8 +114,8 @@ static int page_by_page_windows_move(void)
 }
 
 static const struct unit_case cases[] = {
-	{"move_windows_keeps_data", move_windows_keeps_data},
-	{"move_whole_gib_entries", move_whole_gib_entries},
-	{"page_by_page_windows_move", page_by_page_windows_move},
+    {"move_windows_keeps_data", move_windows_keeps_data},
+    {"move_whole_gib_entries", move_whole_gib_entries},
+    {"page_by_page_windows_move", page_by_page_windows_move},
 };
 UNIT_MAIN(cases)

@@ -17,7 +17,7 @@ static int staged_reads_and_no_early_writes(void)
 	tx_set8(tx, pm, 0x2222222222222222ULL);
 	CHECK_EQ(tx_get8(tx, pm), 0x2222222222222222ULL);
 	CHECK_EQ(*(uint64_t *)pm, 0x1111111111111111ULL); /* not yet in place */
-	tx_set1(tx, pm + 9, 0x33);                          /* sub-word */
+	tx_set1(tx, pm + 9, 0x33);			  /* sub-word */
 	CHECK_EQ(tx_get1(tx, pm + 9), 0x33);
 	CHECK_EQ(tx_get1(tx, pm + 8), 0x11);
 	tx_set4(tx, pm + 6, 0x44444444u); /* straddles two words */
@@ -93,9 +93,9 @@ static int overflow_is_reported(void)
 }
 
 static const struct unit_case cases[] = {
-	{"staged_reads_and_no_early_writes", staged_reads_and_no_early_writes},
-	{"abort_leaves_no_trace", abort_leaves_no_trace},
-	{"frees_wait_for_finalize", frees_wait_for_finalize},
-	{"overflow_is_reported", overflow_is_reported},
+    {"staged_reads_and_no_early_writes", staged_reads_and_no_early_writes},
+    {"abort_leaves_no_trace", abort_leaves_no_trace},
+    {"frees_wait_for_finalize", frees_wait_for_finalize},
+    {"overflow_is_reported", overflow_is_reported},
 };
 UNIT_MAIN(cases)

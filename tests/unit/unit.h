@@ -19,7 +19,8 @@ struct unit_case {
 #define CHECK(cond)                                                                                \
 	do {                                                                                       \
 		if (!(cond)) {                                                                     \
-			fprintf(stderr, "  check failed at %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+			fprintf(stderr, "  check failed at %s:%d: %s\n", __FILE__, __LINE__,       \
+				#cond);                                                            \
 			return 1;                                                                  \
 		}                                                                                  \
 	} while (0)
@@ -28,7 +29,7 @@ struct unit_case {
 	do {                                                                                       \
 		long long _a = (long long)(a), _b = (long long)(b);                                \
 		if (_a != _b) {                                                                    \
-			fprintf(stderr, "  check failed at %s:%d: %s == %s (%lld vs %lld)\n",       \
+			fprintf(stderr, "  check failed at %s:%d: %s == %s (%lld vs %lld)\n",      \
 				__FILE__, __LINE__, #a, #b, _a, _b);                               \
 			return 1;                                                                  \
 		}                                                                                  \

@@ -63,9 +63,9 @@ static int hash_spreads_over_prefixes(void)
 }
 
 static const struct unit_case cases[] = {
-	{"crc_known_vectors", crc_known_vectors},
-	{"crc_hw_matches_table", crc_hw_matches_table},
-	{"hash_range_and_sensitivity", hash_range_and_sensitivity},
-	{"hash_spreads_over_prefixes", hash_spreads_over_prefixes},
+    {"crc_known_vectors", crc_known_vectors},
+    {"crc_hw_matches_table", crc_hw_matches_table},
+    {"hash_range_and_sensitivity", hash_range_and_sensitivity},
+    {"hash_spreads_over_prefixes", hash_spreads_over_prefixes},
 };
 UNIT_MAIN(cases)
