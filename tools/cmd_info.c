@@ -145,7 +145,8 @@ static void info_print_text(const char *pool, const struct ferrite_info *in)
 	text_line("files:", "%llu", (unsigned long long)in->files);
 	text_line("directories:", "%llu", (unsigned long long)in->directories);
 	text_line("symlinks:", "%llu", (unsigned long long)in->symlinks);
-	text_line("inode capacity:", "%llu", (unsigned long long)in->inode_capacity);
+	text_line("inode slots:", "%llu (grows 2 MiB at a time)",
+		  (unsigned long long)in->inode_capacity);
 	text_bytes("virtual space:", in->vspace_bytes);
 	text_bytes("max file size:", in->max_file_size);
 	text_partitions(in);
