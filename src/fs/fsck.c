@@ -406,33 +406,20 @@ static void check_inode(struct fsck *f, uint64_t ino)
 	}
 }
 
-/* Repairs that need no guessing: a counter recomputed from what the pool
- * holds. Returns 1 if it was fixed (and reported), 0 if left as an error. */
-static int fix_u64(struct fsck *f, uint64_t *word, uint64_t val, const char *what)
+/* Repairs that need no guessing: a counter (of 4 or 8 bytes) recomputed from
+ * what the pool holds. Returns 1 if it was fixed (and reported), 0 if left as
+ * an error. */
+static int fix_counter(struct fsck *f, void *word, size_t width, uint64_t val, const char *what)
 {
 	if (!f->repair)
 		return 0;
 	struct log_ctx *lc = op_begin(f->fs);
 	if (!lc)
 		return 0;
-	tx_set8(lc->tx, word, val);
-	int rc = op_commit(f->fs, lc);
-	op_end(f->fs, lc);
-	if (rc)
-		return 0;
-	f->fixed++;
-	fr_report(f->report, f->rarg, "%s corrected", what);
-	return 1;
-}
-
-static int fix_u32(struct fsck *f, uint32_t *word, uint32_t val, const char *what)
-{
-	if (!f->repair)
-		return 0;
-	struct log_ctx *lc = op_begin(f->fs);
-	if (!lc)
-		return 0;
-	tx_set4(lc->tx, word, val);
+	if (width == sizeof(uint64_t))
+		tx_set8(lc->tx, word, val);
+	else
+		tx_set4(lc->tx, word, (uint32_t)val);
 	int rc = op_commit(f->fs, lc);
 	op_end(f->fs, lc);
 	if (rc)
@@ -456,7 +443,7 @@ static void check_blocks(struct fsck *f)
 			char what[96];
 			snprintf(what, sizeof(what), "inode %llu: block count",
 				 (unsigned long long)p->owner);
-			if (!fix_u64(f, &ip->i_blocks, p->pages, what))
+			if (!fix_counter(f, &ip->i_blocks, sizeof(ip->i_blocks), p->pages, what))
 				BAD(f, "inode %llu: block count %llu, %llu pages are mapped",
 				    (unsigned long long)p->owner, (unsigned long long)ip->i_blocks,
 				    (unsigned long long)p->pages);
@@ -501,7 +488,7 @@ static void check_tree(struct fsck *f, int repair)
 			char what[96];
 			snprintf(what, sizeof(what), "inode %llu: link count %u -> %u",
 				 (unsigned long long)r->ino, ip->i_nlink, want);
-			if (!fix_u32(f, &ip->i_nlink, want, what))
+			if (!fix_counter(f, &ip->i_nlink, sizeof(ip->i_nlink), want, what))
 				BAD(f, "inode %llu: link count %u, should be %u",
 				    (unsigned long long)r->ino, ip->i_nlink, want);
 		}

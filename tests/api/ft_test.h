@@ -206,6 +206,16 @@ __attribute__((format(printf, 3, 4))) static inline void ft_report(const char *f
 			 ft_m_ ? ft_m_ : "(null)");                                                \
 	} while (0)
 
+/* Unmounts *fsp (and forgets it), then requires a clean fsck of pool; the
+ * Linux reference has no pool to check. */
+#define FT_UNMOUNT_CLEAN(fsp, pool)                                                                \
+	do {                                                                                       \
+		FT_OK(ferrite_unmount(*(fsp)));                                                    \
+		*(fsp) = NULL;                                                                     \
+		if (!ft_is_oracle)                                                                 \
+			FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);  \
+	} while (0)
+
 /* ---- pools ---------------------------------------------------------------- */
 
 #define FT_MAX_POOLS 32
@@ -410,6 +420,21 @@ static inline uint64_t ft_free_bytes(ferrite_fs *fs)
 	if (ferrite_statvfs(fs, &sv) != 0)
 		return 0;
 	return (uint64_t)sv.f_bavail * sv.f_frsize;
+}
+
+/* Entries a full listing of path returns ("." and ".." included), or -errno. */
+static inline long long ft_count_entries(ferrite_fs *fs, const char *path)
+{
+	ferrite_dir *d;
+	struct ferrite_dirent e;
+	long long n = 0;
+	int r = ferrite_opendir(fs, path, &d);
+	if (r < 0)
+		return r;
+	while ((r = ferrite_readdir(d, &e)) == 1)
+		n++;
+	int c = ferrite_closedir(d);
+	return r < 0 ? r : c < 0 ? c : n;
 }
 
 #endif /* FT_TEST_H */

@@ -629,10 +629,7 @@ static int c_tree_cycles(void)
 		if (mutate(cycle) != 0 || verify_model() != 0)
 			return -1;
 	}
-	FT_OK(ferrite_unmount(fs));
-	fs = NULL;
-	if (!ft_is_oracle)
-		FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	FT_UNMOUNT_CLEAN(&fs, pool);
 	free(before.e);
 	free(after.e);
 	return 0;
@@ -679,10 +676,7 @@ static int c_open_at_unmount(void)
 		 "space of the orphan and of the deleted file must be free after remount: "
 		 "%" PRIu64 " at start, %" PRIu64 " now",
 		 free0, free1);
-	FT_OK(ferrite_unmount(fs));
-	fs = NULL;
-	if (!ft_is_oracle)
-		FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	FT_UNMOUNT_CLEAN(&fs, pool);
 	return 0;
 }
 
@@ -696,19 +690,8 @@ static int c_empty_pool(void)
 	FT_OK(ferrite_stat(fs, "/", &st));
 	FT_CHECK(S_ISDIR(st.st_mode), "root must be a directory");
 	FT_EQ(st.st_nlink, 2);
-	ferrite_dir *d;
-	struct ferrite_dirent e;
-	int n = 0, r;
-	FT_OK(ferrite_opendir(fs, "/", &d));
-	while ((r = ferrite_readdir(d, &e)) == 1)
-		n++;
-	FT_EQ(r, 0);
-	FT_OK(ferrite_closedir(d));
-	FT_EQ(n, 2);
-	FT_OK(ferrite_unmount(fs));
-	fs = NULL;
-	if (!ft_is_oracle)
-		FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	FT_EQ(ft_count_entries(fs, "/"), 2);
+	FT_UNMOUNT_CLEAN(&fs, pool);
 	return 0;
 }
 

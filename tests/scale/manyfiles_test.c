@@ -223,10 +223,7 @@ static int check_listing(void)
 
 static int remount(void)
 {
-	FT_OK(ferrite_unmount(fs));
-	fs = NULL;
-	if (!ft_is_oracle)
-		FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	FT_UNMOUNT_CLEAN(&fs, pool);
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	return 0;
 }
@@ -300,10 +297,7 @@ static int c_manyfiles(void)
 	if (remount() != 0 || verify_all("after deleting half and remount") != 0 ||
 	    check_listing() != 0)
 		return -1;
-	FT_OK(ferrite_unmount(fs));
-	fs = NULL;
-	if (!ft_is_oracle)
-		FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	FT_UNMOUNT_CLEAN(&fs, pool);
 	free(files);
 	return 0;
 }

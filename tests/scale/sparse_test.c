@@ -186,10 +186,7 @@ static int c_sparse(void)
 		return -1;
 
 	/* it all survives a remount */
-	FT_OK(ferrite_unmount(fs));
-	fs = NULL;
-	if (!ft_is_oracle)
-		FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	FT_UNMOUNT_CLEAN(&fs, pool);
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	if (check_file("/sparse", FSIZE, FSIZE) != 0 || check_seek("/sparse") != 0)
 		return -1;
@@ -229,10 +226,7 @@ static int c_sparse(void)
 		 "after truncating to 0 the pool still uses %" PRIu64 " bytes more than at start",
 		 used_bytes() - used0);
 	FT_OK(ferrite_unlink(fs, "/sparse"));
-	FT_OK(ferrite_unmount(fs));
-	fs = NULL;
-	if (!ft_is_oracle)
-		FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	FT_UNMOUNT_CLEAN(&fs, pool);
 	return 0;
 }
 
