@@ -174,6 +174,68 @@ FERRITE_API int ferrite_symlink(ferrite_fs *fs, const char *target, const char *
 /* Like readlink(2): no terminating NUL; returns the number of bytes placed. */
 FERRITE_API ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size);
 
+/* ---- relative to an open directory (the *at family) ----------------------- *
+ *
+ * dirfd is a ferrite descriptor of a directory (opened with O_DIRECTORY or
+ * O_PATH), or FERRITE_AT_ROOT: relative paths then start at the pool's root,
+ * as absolute paths always do (the library has no working directory; front
+ * ends keep theirs as a directory descriptor). An open directory descriptor
+ * keeps its inode alive: paths below a directory removed meanwhile fail with
+ * -ENOENT, as on Linux. flags take the Linux AT_* values where Linux has them:
+ * AT_SYMLINK_NOFOLLOW, AT_SYMLINK_FOLLOW (linkat), AT_REMOVEDIR (unlinkat),
+ * AT_EMPTY_PATH (operate on dirfd itself; path "" or NULL), AT_EACCESS. */
+#define FERRITE_AT_ROOT (-100) /* == AT_FDCWD */
+
+/* O_PATH descriptors name an inode without opening it for I/O: fstat,
+ * f*xattr, the *at calls with AT_EMPTY_PATH, ferrite_reopen and use as a
+ * dirfd work; read/write/ftruncate give -EBADF. O_PATH|O_NOFOLLOW may name a
+ * symbolic link itself. */
+FERRITE_API int ferrite_openat(ferrite_fs *fs, int dirfd, const char *path, int flags,
+			       mode_t mode);
+/* Opens the inode fd names again with new flags (access checked against the
+ * caller's credentials), like open("/proc/self/fd/N"). O_CREAT/O_EXCL are
+ * -EINVAL; O_TRUNC truncates. */
+FERRITE_API int ferrite_reopen(ferrite_fs *fs, int fd, int flags);
+FERRITE_API int ferrite_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st,
+				int flags);
+FERRITE_API int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode,
+				  int flags);
+FERRITE_API int ferrite_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode,
+				 int flags);
+FERRITE_API int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid,
+				 gid_t gid, int flags);
+FERRITE_API int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path,
+				  const struct timespec times[2], int flags);
+FERRITE_API int ferrite_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode);
+FERRITE_API int ferrite_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags);
+FERRITE_API int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath,
+				  int newdirfd, const char *newpath, unsigned flags);
+FERRITE_API int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+			       const char *newpath, int flags);
+FERRITE_API int ferrite_symlinkat(ferrite_fs *fs, const char *target, int newdirfd,
+				  const char *linkpath);
+FERRITE_API ssize_t ferrite_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf,
+				       size_t size);
+/* mknod for regular files (S_IFREG) and FIFOs/sockets/devices: the inode is
+ * created with the type and rdev given; ferrite stores special files but does
+ * not open them. */
+FERRITE_API int ferrite_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode,
+				dev_t rdev);
+/* A stream over the directory fd names; the stream does not consume fd. */
+FERRITE_API int ferrite_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out);
+
+/* Status flags of an open file: the access mode and O_APPEND, O_NONBLOCK,
+ * O_PATH, O_DIRECTORY as opened. setfl changes only O_APPEND (others are
+ * ignored, as Linux ignores those it cannot change). */
+FERRITE_API int ferrite_getfl(ferrite_fs *fs, int fd);
+FERRITE_API int ferrite_setfl(ferrite_fs *fs, int fd, int flags);
+
+/* Copies len bytes between two ferrite descriptors inside the library. A
+ * NULL offset pointer uses and advances the descriptor's position. Returns
+ * the bytes copied (short at end of input), like copy_file_range(2). */
+FERRITE_API ssize_t ferrite_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out,
+					    off_t *off_out, size_t len, unsigned flags);
+
 /* ---- directories ----------------------------------------------------------- */
 
 struct ferrite_dirent {

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Installs the Debian packages Ferrite needs to build, test and run its demo.
 # Used by demo.sh and test.sh; does nothing when everything is present.
+# Besides the build tools: libfuse3 for `ferrite mount`, and the real programs
+# the front-end tests run (sqlite3, db_bench, fio, postmark, coreutils).
 set -euo pipefail
-pkgs=(cmake make gcc pkg-config libpmem2-dev e2fsprogs)
+pkgs=(cmake make gcc pkg-config libpmem2-dev e2fsprogs libfuse3-dev fuse3
+	sqlite3 rocksdb-tools fio postmark tar findutils coreutils)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
