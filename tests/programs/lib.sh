@@ -1,0 +1,246 @@
+# lib.sh -- shared by the real-program scripts in tests/programs/ (sourced, not run).
+#
+# One MODE decides how a program reaches the file system under test:
+#   native  a plain directory on tmpfs, no ferrite at all (develops and debugs the
+#           scripts themselves; every check must pass here)
+#   shim    `ferrite run --pool POOL --prefix /pm -- CMD`: one process sees the pool
+#           under /pm (a forked child cannot, so programs are run directly, never via
+#           `sh -c`, and fio uses --thread)
+#   fuse    `ferrite mount POOL DIR`: any process uses DIR
+#
+# After mode_setup, scripts use:
+#   $D              the directory the programs work in (inside the pool)
+#   inpool CMD...   run CMD so that it sees $D (shim: through `ferrite run`)
+#   pool_check      fsck the pool (fuse: unmount, fsck, mount again); 0 = clean
+#   pool_free       free bytes of the pool (empty in native mode)
+#
+# Environment:
+#   FERRITE=PATH      the ferrite command (default: build/tools/ferrite of this repo,
+#                     then /tmp/prog-build/tools/ferrite, then $PATH)
+#   PROG_POOL_SIZE    size of the scratch pool (default 2G)
+#   PROG_TIMEOUT      seconds one program may run before it counts as hung (600)
+
+prog_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+prog_repo=$(cd "$prog_here/../.." && pwd)
+
+say() { echo "$(date +%T) ${PROG_NAME:-programs}: $*" >&2; }
+die() {
+	say "error: $*"
+	exit 2
+}
+
+find_ferrite() {
+	local c
+	for c in "${FERRITE:-}" "$prog_repo/build/tools/ferrite" /tmp/prog-build/tools/ferrite \
+		"$(command -v ferrite 2>/dev/null)"; do
+		if [ -n "$c" ] && [ -x "$c" ]; then
+			echo "$c"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# Does this ferrite binary know subcommand $1? (the front ends land separately)
+ferrite_has() {
+	"$FERRITE" help "$1" >/dev/null 2>&1 || "$FERRITE" "$1" --help >/dev/null 2>&1
+}
+
+MODE=""
+POOL=""
+MNT=""
+D=""
+WORK=""
+mounted=0
+PROG_TIMEOUT=${PROG_TIMEOUT:-600}
+PROG_POOL_SIZE=${PROG_POOL_SIZE:-2G}
+SHIM_PREFIX=/pm
+
+# Run a command with a time limit; a hung front end must not hang the script.
+# (`timeout` forks the command, so it goes outside `ferrite run`, never inside.)
+bounded() {
+	timeout -k 10 "$PROG_TIMEOUT" "$@"
+}
+
+inpool() {
+	case "$MODE" in
+	shim) bounded "$FERRITE" run --pool "$POOL" --prefix "$SHIM_PREFIX" -- "$@" ;;
+	*) bounded "$@" ;;
+	esac
+}
+
+fuse_mount() {
+	mkdir -p "$MNT"
+	bounded "$FERRITE" mount "$POOL" "$MNT" || return 1
+	# the daemon may return before the mount is live
+	local i
+	for i in $(seq 50); do
+		mountpoint -q "$MNT" && return 0
+		sleep 0.1
+	done
+	say "mount of $MNT did not appear"
+	return 1
+}
+
+fuse_umount() {
+	mountpoint -q "$MNT" 2>/dev/null || return 0
+	if bounded "$FERRITE" umount "$MNT"; then
+		# wait until the daemon let go of the pool
+		local i
+		for i in $(seq 100); do
+			mountpoint -q "$MNT" || break
+			sleep 0.1
+		done
+	else
+		say "ferrite umount $MNT failed; detaching lazily"
+		fusermount3 -uz "$MNT" 2>/dev/null || umount -l "$MNT" 2>/dev/null || true
+		return 1
+	fi
+	! mountpoint -q "$MNT"
+}
+
+# Wait until no process holds the pool (a FUSE daemon exits shortly after the unmount).
+pool_wait_free() {
+	local i
+	for i in $(seq 100); do
+		if ! fuser -s "$POOL" 2>/dev/null; then
+			return 0
+		fi
+		sleep 0.1
+	done
+	say "pool $POOL still in use: $(fuser -v "$POOL" 2>&1 | tail -n +2 | tr '\n' ' ')"
+	return 1
+}
+
+# fsck; output to $WORK/fsck.out. Returns fsck's status (0 clean).
+ferrite_fsck() {
+	local rc=0
+	bounded "$FERRITE" fsck "$POOL" >"$WORK/fsck.out" 2>&1 || rc=$?
+	if [ $rc != 0 ]; then
+		say "ferrite fsck $POOL: exit $rc"
+		grep -v 'checking: ' "$WORK/fsck.out" | head -20 >&2
+	fi
+	return $rc
+}
+
+pool_check() {
+	case "$MODE" in
+	native) return 0 ;;
+	shim) ferrite_fsck ;;
+	fuse)
+		local rc=0
+		fuse_umount || return 1
+		pool_wait_free || return 1
+		ferrite_fsck || rc=$?
+		fuse_mount || return 1
+		return $rc
+		;;
+	esac
+}
+
+# Free bytes of the pool; nothing in native mode (tmpfs is shared, meaningless).
+pool_free() {
+	case "$MODE" in
+	native) echo "" ;;
+	shim) "$FERRITE" info --json "$POOL" | sed -n 's/^ *"free_bytes": *\([0-9]*\).*/\1/p' ;;
+	fuse) stat -f -c '%a %S' "$MNT" | awk '{ printf "%.0f\n", $1 * $2 }' ;;
+	esac
+}
+
+mode_cleanup() {
+	set +e
+	cd /
+	if [ "$MODE" = fuse ] && [ -n "$MNT" ]; then
+		if mountpoint -q "$MNT" 2>/dev/null; then
+			"$FERRITE" umount "$MNT" >/dev/null 2>&1 || fusermount3 -uz "$MNT" 2>/dev/null ||
+				umount -l "$MNT" 2>/dev/null
+		fi
+		rmdir "$MNT" 2>/dev/null
+	fi
+	[ -n "$POOL" ] && rm -f "$POOL"
+	[ "$MODE" = native ] && [ -n "$D" ] && rm -rf "$D"
+	[ -n "$WORK" ] && rm -rf "$WORK"
+	return 0
+}
+
+# mode_setup MODE: make the pool (and mount), set $D.
+mode_setup() {
+	MODE=$1
+	WORK=$(mktemp -d /tmp/ferrite-prog.XXXXXX)
+	cd "$WORK" # programs that drop files in their working directory drop them here
+	case "$MODE" in
+	native)
+		D=$(mktemp -d /dev/shm/ferrite-prog-$$.XXXXXX)
+		say "native: working in $D (tmpfs, no ferrite)"
+		return 0
+		;;
+	shim | fuse) ;;
+	*) die "unknown mode '$MODE' (shim | fuse | native)" ;;
+	esac
+	FERRITE=$(find_ferrite) || die "ferrite command not found; build it or set FERRITE=PATH"
+	local need=run
+	[ "$MODE" = fuse ] && need=mount
+	ferrite_has "$need" || die "$FERRITE has no '$need' subcommand (front end not built yet?)"
+	POOL=/dev/shm/ferrite-prog-$$.pool
+	bounded "$FERRITE" mkfs --size "$PROG_POOL_SIZE" "$POOL" >"$WORK/mkfs.out" 2>&1 ||
+		{
+			cat "$WORK/mkfs.out" >&2
+			die "ferrite mkfs $POOL failed"
+		}
+	if [ "$MODE" = shim ]; then
+		D=$SHIM_PREFIX
+		say "shim: $FERRITE run --pool $POOL --prefix $SHIM_PREFIX"
+	else
+		MNT=/tmp/ferrite-prog-$$.mnt
+		fuse_mount || die "ferrite mount $POOL $MNT failed"
+		D=$MNT
+		say "fuse: $POOL mounted on $MNT"
+	fi
+}
+
+# Descendants of PID (children first), one per line.
+descendants() {
+	local c
+	for c in $(pgrep -P "$1" 2>/dev/null); do
+		echo "$c"
+		descendants "$c"
+	done
+}
+# The process running program NAME started as PID: PID itself or one of its
+# descendants (`ferrite run` and `timeout` may sit in between).
+find_prog() {
+	local p
+	for p in "$1" $(descendants "$1"); do
+		if [ "$(cat /proc/"$p"/comm 2>/dev/null)" = "$2" ]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# ---- results ---------------------------------------------------------------------
+failures=0
+results=()
+pass() {
+	results+=("PASS $1")
+	echo "PASS $1"
+}
+fail() {
+	results+=("FAIL $1: $2")
+	echo "FAIL $1: $2"
+	failures=$((failures + 1))
+}
+summary() {
+	local r
+	echo "---- $PROG_NAME $MODE: $((${#results[@]} - failures)) passed, $failures failed"
+	for r in "${results[@]}"; do
+		case "$r" in FAIL*) echo "  $r" ;; esac
+	done
+}
+
+# Show the tail of a program's output file after a failure.
+show() {
+	echo "  --- last lines of $(basename "$1"):" >&2
+	tail -n "${2:-15}" "$1" | sed 's/^/  | /' >&2
+}

@@ -1,0 +1,342 @@
+#!/usr/bin/env bash
+# run-programs.sh -- real programs on Ferrite, each with its own correctness check.
+#
+#   tests/programs/run-programs.sh MODE [--quick] [--only LIST]
+#
+# MODE: shim (ferrite run), fuse (ferrite mount) or native (a tmpfs directory, no
+# ferrite: checks the scripts themselves). A scratch pool /dev/shm/ferrite-prog-PID.pool
+# is formatted, used and removed (also on failure or Ctrl-C).
+#
+# Programs (LIST, comma separated; default all):
+#   sqlite    100 000 rows in one transaction, an update/delete transaction, an index;
+#             rollback journal and WAL (locking_mode=EXCLUSIVE); integrity_check = ok
+#             and the row count/sum, in the writing process and again after a reopen
+#   rocksdb   db_bench fillrandom, overwrite, readrandom (three processes, one db),
+#             verifychecksum, then `ldb checkconsistency` = OK
+#   fio       4 KiB random writes with crc32c verify, then a second process verifies
+#             the same files again (verify_only)
+#   postmark  small-file transactions; its output must hold no error and the
+#             transaction count; the directory is empty afterwards
+#   coreutils cp -a of a tree into the pool, diff -r and a listing of types, modes,
+#             sizes, mtimes and link targets; mv; find; du; tar in and out; rm -rf,
+#             after which the space is back and fsck is clean
+# At the end everything is removed: free space must be back near its start, the pool
+# is unmounted (fuse) and `ferrite fsck` must be clean.
+#
+# Prints one PASS/FAIL line per check; exit status 1 if any failed, 2 on a usage or
+# set-up error. Environment: see lib.sh (FERRITE, PROG_POOL_SIZE, PROG_TIMEOUT).
+set -euo pipefail
+PROG_NAME=run-programs
+. "$(dirname "$0")/lib.sh"
+
+usage() {
+	sed -n '3,4p' "$0" | sed 's/^# *//' >&2
+	exit 2
+}
+[ $# -ge 1 ] || usage
+mode=$1
+shift
+quick=0
+only=sqlite,rocksdb,fio,postmark,coreutils
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--quick) quick=1 ;;
+	--only) only=${2:?--only needs a list}; shift ;;
+	--only=*) only=${1#*=} ;;
+	-h | --help) usage ;;
+	*) usage ;;
+	esac
+	shift
+done
+case "$mode" in shim | fuse | native) ;; -h | --help) usage ;; *) usage ;; esac
+for t in sqlite3 db_bench ldb fio postmark tar find timeout fuser; do
+	command -v $t >/dev/null || die "$t is not installed (scripts/deps.sh installs it)"
+done
+
+if [ $quick = 1 ]; then
+	sql_rows=20000 rocks_num=50000 fio_size=16M pm_files=2000 pm_tx=20000
+else
+	sql_rows=100000 rocks_num=200000 fio_size=64M pm_files=5000 pm_tx=50000
+fi
+
+trap mode_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM HUP
+start=$SECONDS
+mode_setup "$mode"
+free0=$(pool_free)
+[ -n "$free0" ] && say "free at start: $free0 bytes"
+
+# try OUT WHAT CMD...: run CMD in the pool, output to OUT; on failure show it and say why.
+try() {
+	local out=$1 what=$2 rc=0
+	shift 2
+	inpool "$@" >"$out" 2>&1 || rc=$?
+	[ $rc = 0 ] && return 0
+	show "$out"
+	why="$what exited with status $rc"
+	[ $rc = 124 ] || [ $rc = 137 ] && why="$what hung (killed after ${PROG_TIMEOUT} s)"
+	return 1
+}
+
+# ---- sqlite3 -----------------------------------------------------------------------
+# Expected content after the workload: ids 1..rows minus multiples of 7.
+sql_expect() {
+	local n=$1 m=$(($1 / 7))
+	echo "$((n - m))|$((n * (n + 1) / 2 - 7 * m * (m + 1) / 2))"
+}
+
+t_sqlite() {
+	local jm=$1 db=$D/sqlite-$1.db out=$WORK/sqlite-$1.out pre="" want got
+	[ "$jm" = wal ] && pre="PRAGMA locking_mode=EXCLUSIVE;"
+	want=$(sql_expect $sql_rows)
+	cat >"$WORK/sqlite-$jm.sql" <<-EOF
+		$pre
+		PRAGMA journal_mode=$jm;
+		PRAGMA synchronous=FULL;
+		CREATE TABLE t(id INTEGER PRIMARY KEY, k TEXT, v BLOB);
+		BEGIN;
+		WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < $sql_rows)
+		  INSERT INTO t SELECT x, hex(randomblob(12)), randomblob(100 + x % 200) FROM c;
+		COMMIT;
+		CREATE INDEX t_k ON t(k);
+		BEGIN;
+		UPDATE t SET v = zeroblob(300) WHERE id % 3 = 0;
+		DELETE FROM t WHERE id % 7 = 0;
+		COMMIT;
+		SELECT 'IC', * FROM pragma_integrity_check;
+		SELECT 'COUNT', count(*), sum(id) FROM t;
+	EOF
+	try "$out" "sqlite3" sqlite3 -batch -bail "$db" <"$WORK/sqlite-$jm.sql" || return 1
+	if [ "$jm" = wal ] && ! grep -qx wal "$out"; then
+		show "$out"
+		why="journal_mode=WAL was not accepted"
+		return 1
+	fi
+	got=$(sed -n 's/^IC|//p' "$out" | tr '\n' ' ')
+	[ "$got" = "ok " ] || { show "$out"; why="integrity_check said: $got"; return 1; }
+	got=$(sed -n 's/^COUNT|//p' "$out")
+	[ "$got" = "$want" ] || { why="count|sum = $got, want $want"; return 1; }
+
+	# a second process: reopen, check again, and the journal mode stuck
+	printf '%s\nSELECT %s, * FROM pragma_integrity_check;\nSELECT %s, count(*), sum(id) FROM t;\nPRAGMA journal_mode;\n' \
+		"$pre" "'IC'" "'COUNT'" >"$WORK/sqlite-$jm-2.sql"
+	try "$out" "reopen: sqlite3" sqlite3 -batch -bail "$db" <"$WORK/sqlite-$jm-2.sql" || return 1
+	got=$(sed -n 's/^IC|//p' "$out" | tr '\n' ' ')
+	[ "$got" = "ok " ] || { show "$out"; why="after reopen integrity_check said: $got"; return 1; }
+	got=$(sed -n 's/^COUNT|//p' "$out")
+	[ "$got" = "$want" ] || { why="after reopen count|sum = $got, want $want"; return 1; }
+	grep -qx "$jm" "$out" || { show "$out"; why="after reopen journal_mode is not $jm"; return 1; }
+	return 0
+}
+
+# ---- RocksDB -----------------------------------------------------------------------
+t_rocksdb() {
+	local db=$D/rocksdb out phase found total
+	local common=(--db="$db" --wal_dir="$db" --num=$rocks_num --threads=1 --seed=42
+		--compression_type=none --write_buffer_size=$((4 << 20)) --target_file_size_base=$((4 << 20))
+		--max_bytes_for_level_base=$((16 << 20)) --statistics=0)
+	for phase in fillrandom overwrite readrandom verifychecksum; do
+		out=$WORK/rocksdb-$phase.out
+		local existing=1
+		[ $phase = fillrandom ] && existing=0
+		try "$out" "db_bench $phase" db_bench --benchmarks=$phase --use_existing_db=$existing "${common[@]}" || return 1
+		if grep -qiE 'corrupt|io error|error:|failed' "$out"; then
+			show "$out"
+			why="db_bench $phase reported: $(grep -iE -m1 'corrupt|io error|error:|failed' "$out")"
+			return 1
+		fi
+		grep -qE "^$phase +:" "$out" || { show "$out"; why="db_bench $phase printed no result line"; return 1; }
+	done
+	# readrandom: keys were written at random into [0, num) twice (fill + overwrite),
+	# so about 1 - e^-2 = 86 % of the probes must find their key
+	read -r found total < <(sed -n 's/.*(\([0-9]*\) of \([0-9]*\) found).*/\1 \2/p' "$WORK/rocksdb-readrandom.out")
+	if [ -z "${found:-}" ] || [ $((found * 100)) -lt $((total * 75)) ]; then
+		why="readrandom found only ${found:-?} of ${total:-?} keys"
+		return 1
+	fi
+	out=$WORK/rocksdb-ldb.out
+	try "$out" "ldb checkconsistency" ldb --db="$db" checkconsistency || return 1
+	grep -qx OK "$out" || { show "$out"; why="ldb checkconsistency did not say OK"; return 1; }
+	return 0
+}
+
+# ---- fio ---------------------------------------------------------------------------
+t_fio() {
+	local dir=$D/fio out
+	inpool mkdir -p "$dir" || { why="mkdir $dir failed"; return 1; }
+	local job=(--name=progfio --verify_state_save=0 --directory="$dir" --thread --ioengine=psync --bs=4k
+		--rw=randwrite --size=$fio_size --nrfiles=4 --numjobs=2 --verify=crc32c
+		--verify_fatal=1 --randrepeat=1 --group_reporting)
+	out=$WORK/fio-write.out
+	try "$out" "fio randwrite+verify" fio "${job[@]}" --do_verify=1 || return 1
+	fio_errors "$out" || return 1
+	# a new process reads everything back and verifies it
+	out=$WORK/fio-verify.out
+	try "$out" "fio verify_only" fio "${job[@]}" --verify_only=1 || return 1
+	fio_errors "$out" || return 1
+	return 0
+}
+fio_errors() {
+	if grep -qiE 'verify.*(fail|bad)|bad magic|bad header|crc32c: |fio: .*error' "$1" ||
+		grep -E 'err= *[0-9]+' "$1" | grep -qvE 'err= *0'; then
+		show "$1" 25
+		why="fio reported errors: $(grep -iE -m1 'verify|bad|error|err= *[1-9]' "$1")"
+		return 1
+	fi
+	grep -qE 'err= *0' "$1" || { show "$1"; why="fio printed no job summary"; return 1; }
+}
+
+# ---- postmark ----------------------------------------------------------------------
+t_postmark() {
+	local dir=$D/postmark out=$WORK/postmark.out buffering=$1 files=$2 tx=$3 left
+	inpool mkdir -p "$dir" || { why="mkdir $dir failed"; return 1; }
+	printf 'set location %s\nset number %s\nset transactions %s\nset size 8192 40960\nset buffering %s\nset seed 42\nrun\nquit\n' \
+		"$dir" "$files" "$tx" "$buffering" >"$WORK/postmark.cfg"
+	try "$out" "postmark" postmark <"$WORK/postmark.cfg" || return 1
+	# postmark exits 0 whatever happened: read what it says
+	if grep -qiE 'error|fail|cannot|unable' "$out"; then
+		show "$out"
+		why="postmark: $(grep -ciE 'error|fail|cannot|unable' "$out") error lines, first: $(grep -iE -m1 'error|fail|cannot|unable' "$out")"
+		return 1
+	fi
+	grep -qE "seconds of transactions" "$out" || { show "$out"; why="postmark printed no transaction summary"; return 1; }
+	grep -qE "^[[:space:]]+$files files \(" "$out" ||
+		grep -qE "Creation alone: $files files" "$out" || { show "$out" 30; why="postmark did not create $files files"; return 1; }
+	left=$(inpool ls -A "$dir" | wc -l) || { why="ls $dir failed"; return 1; }
+	[ "$left" = 0 ] || { why="$left files left in $dir after postmark deleted them"; return 1; }
+	inpool rmdir "$dir" || { why="rmdir $dir failed"; return 1; }
+	return 0
+}
+
+# ---- coreutils ---------------------------------------------------------------------
+# A stable tree: the committed repository (others edit the working tree meanwhile),
+# plus what a source tree lacks: a symlink, a hard link, an empty directory, odd
+# modes, a 3 MiB binary file and a sparse one.
+make_tree() {
+	local t=$WORK/tree
+	mkdir -p "$t"
+	git -C "$prog_repo" archive HEAD src include tools tests docs | tar x -C "$t"
+	mkdir -p "$t/empty/dir" "$t/deep/a/b/c/d/e/f/g"
+	echo deep >"$t/deep/a/b/c/d/e/f/g/leaf"
+	ln -s ../src "$t/deep/link-to-src"
+	ln -s dangling-target "$t/deep/dangling"
+	head -c $((3 << 20)) /dev/urandom >"$t/big.bin"
+	ln "$t/big.bin" "$t/big-hardlink.bin"
+	truncate -s 5M "$t/sparse.bin"
+	echo tail >>"$t/sparse.bin"
+	chmod 0600 "$t/big.bin"
+	chmod 0750 "$t/deep"
+	touch -d '2001-02-03 04:05:06' "$t/deep/a/b/c/d/e/f/g/leaf"
+}
+# type, mode, size (files), whole-second mtime (files and links) and link target
+listing() { # run with inpool
+	inpool find "$1" -mindepth 1 -printf '%P %y %m %s %l %TY%Tm%Td%TH%TM%TS\n' |
+		awk '$2 == "d" { $4 = "-"; $NF = "-" } { sub(/\.[0-9]+$/, "", $NF); print }' | sort
+}
+t_coreutils() {
+	local t=$WORK/tree dst=$D/tree n_host n_pool x free_before free_after
+	free_before=$(pool_free)
+	[ -d "$t" ] || make_tree
+	inpool cp -a "$t" "$dst" || { why="cp -a into the pool failed"; return 1; }
+	inpool diff -r --no-dereference "$t" "$dst" >"$WORK/diff.out" 2>&1 || { show "$WORK/diff.out"; why="diff -r after cp -a differs"; return 1; }
+	listing "$t" >"$WORK/list-host"
+	listing "$dst" >"$WORK/list-pool" || { why="find in the pool failed"; return 1; }
+	diff "$WORK/list-host" "$WORK/list-pool" >"$WORK/list.diff" ||
+		{ show "$WORK/list.diff"; why="types/modes/sizes/mtimes/links differ after cp -a"; return 1; }
+	x=$(inpool stat -c %h "$dst/big.bin") || { why="stat failed"; return 1; }
+	[ "$x" = 2 ] || { why="hard link not preserved (link count $x)"; return 1; }
+
+	inpool mv "$dst" "$D/moved" || { why="mv failed"; return 1; }
+	if inpool stat "$dst" >/dev/null 2>&1; then why="$dst still exists after mv"; return 1; fi
+	n_host=$(find "$t" -name '*.c' | wc -l)
+	n_pool=$(inpool find "$D/moved" -name '*.c' | wc -l) || { why="find failed"; return 1; }
+	[ "$n_host" = "$n_pool" ] || { why="find -name '*.c': $n_pool in the pool, $n_host on the host"; return 1; }
+	n_host=$(find "$t" | wc -l)
+	n_pool=$(inpool find "$D/moved" | wc -l)
+	[ "$n_host" = "$n_pool" ] || { why="find: $n_pool entries in the pool, $n_host on the host"; return 1; }
+	x=$(inpool du -s --apparent-size -B1 "$D/moved" | cut -f1) || { why="du failed"; return 1; }
+	n_host=$(find "$t" -type f -printf '%i %s\n' | sort -u | awk '{ s += $2 } END { print s }')
+	[ "$x" -ge "$n_host" ] || { why="du --apparent-size says $x, the files alone hold $n_host"; return 1; }
+	x=$(inpool du -s -B1 "$D/moved" | cut -f1) || { why="du failed"; return 1; }
+	[ "$x" -gt 0 ] || { why="du says $x bytes used"; return 1; }
+
+	# tar: host tree -> archive in the pool -> extracted in the pool -> compare;
+	# then the pool tree -> archive on stdout -> extracted on the host -> compare
+	inpool tar cf "$D/tree.tar" -C "$WORK" tree || { why="tar cf into the pool failed"; return 1; }
+	inpool mkdir "$D/untar" || { why="mkdir failed"; return 1; }
+	inpool tar xf "$D/tree.tar" -C "$D/untar" || { why="tar xf in the pool failed"; return 1; }
+	inpool diff -r --no-dereference "$t" "$D/untar/tree" >"$WORK/diff.out" 2>&1 || { show "$WORK/diff.out"; why="diff -r after tar round trip differs"; return 1; }
+	listing "$D/untar/tree" >"$WORK/list-pool"
+	diff "$WORK/list-host" "$WORK/list-pool" >"$WORK/list.diff" ||
+		{ show "$WORK/list.diff"; why="listing differs after tar x in the pool"; return 1; }
+	mkdir "$WORK/out"
+	inpool tar cf - -C "$D" moved | tar xf - -C "$WORK/out" || { why="tar cf - from the pool failed"; return 1; }
+	diff -r --no-dereference "$t" "$WORK/out/moved" >"$WORK/diff.out" 2>&1 || { show "$WORK/diff.out"; why="tree read back out of the pool differs"; return 1; }
+
+	inpool rm -rf "$D/moved" "$D/untar" "$D/tree.tar" || { why="rm -rf failed"; return 1; }
+	for x in "$D/moved" "$D/untar" "$D/tree.tar"; do
+		if inpool stat "$x" >/dev/null 2>&1; then why="$x still exists after rm -rf"; return 1; fi
+	done
+	rm -rf "$WORK/out"
+	pool_check || { why="fsck after rm -rf is not clean"; return 1; }
+	free_after=$(pool_free)
+	space_back "$free_before" "$free_after" || return 1
+	return 0
+}
+
+# Free space must come back within 8 MiB (metadata that grows and stays: inode slots
+# and name pools grow 2 MiB at a time).
+space_back() {
+	[ -n "$1" ] || return 0
+	if [ "$2" -lt $(($1 - (8 << 20))) ]; then
+		why="free space not back: $1 bytes before, $2 after ($((($1 - $2) >> 10)) KiB lost)"
+		return 1
+	fi
+	say "free space: $1 before, $2 after"
+}
+
+run() {
+	local name=$1 t0=$SECONDS
+	shift
+	why=""
+	say "$name ..."
+	if "$@"; then
+		pass "$name ($((SECONDS - t0)) s)"
+	else
+		fail "$name" "${why:-failed}"
+	fi
+}
+
+wants() { case ",$only," in *,$1,*) return 0 ;; esac; return 1; }
+wants sqlite && run "sqlite3 rollback journal, $sql_rows rows" t_sqlite delete
+wants sqlite && run "sqlite3 WAL exclusive, $sql_rows rows" t_sqlite wal
+wants rocksdb && run "db_bench fillrandom/overwrite/readrandom $rocks_num + ldb checkconsistency" t_rocksdb
+wants fio && run "fio randwrite + crc32c verify, 2 threads x $fio_size" t_fio
+wants postmark && run "postmark $pm_files files, $pm_tx transactions" t_postmark true $pm_files $pm_tx
+wants postmark && run "postmark unbuffered, 500 files, 5000 transactions" t_postmark false 500 5000
+wants coreutils && run "coreutils cp -a/diff/mv/find/du/tar/rm -rf" t_coreutils
+
+# ---- the end: remove everything, space back, fsck clean ----------------------------
+t_final() {
+	inpool find "$D" -mindepth 1 -delete || { why="removing everything failed"; return 1; }
+	local left
+	left=$(inpool ls -A "$D" | wc -l)
+	[ "$left" = 0 ] || { why="$left entries left in $D after removing everything"; return 1; }
+	local free_end
+	free_end=$(pool_free)
+	space_back "$free0" "$free_end" || return 1
+	case "$mode" in
+	native) return 0 ;;
+	fuse)
+		fuse_umount || { why="ferrite umount $MNT failed"; return 1; }
+		pool_wait_free || { why="the FUSE daemon still holds the pool after umount"; return 1; }
+		;;
+	esac
+	ferrite_fsck || { why="ferrite fsck $POOL is not clean"; return 1; }
+}
+run "remove all, space back, unmount, fsck clean" t_final
+
+summary
+say "$mode done in $((SECONDS - start)) s"
+[ $failures = 0 ]
