@@ -295,6 +295,48 @@ FERRITE_API int ferrite_fsck(const char *pool, int repair,
 			     void (*progress)(void *arg, uint64_t done, uint64_t total),
 			     void *progress_arg);
 
+/* ---- extended attributes ---------------------------------------------------- *
+ *
+ * Names carry their namespace: "user.*" (regular files and directories only,
+ * as on Linux; reading needs read and writing needs write permission, and in
+ * a sticky directory writing needs ownership) and "trusted.*" (uid 0 only;
+ * invisible to others). "security.*", "system.*" and unknown prefixes give
+ * -EOPNOTSUPP. Linux limits: a name of 1..255 bytes (-ERANGE otherwise), a
+ * value of at most 64 KiB (-E2BIG); all attributes of one inode together at
+ * most about 2 MiB (-ENOSPC). get/list with size 0 return the size needed;
+ * a buffer too small gives -ERANGE. A missing attribute is -ENODATA. Every
+ * change is atomic and durable on return. Pools of format 1 read as having
+ * no attributes and refuse changes with -EOPNOTSUPP.
+ *
+ * The f* calls take any descriptor, O_PATH ones included (Linux gives
+ * -EBADF for those; front ends that need that check do it themselves). The
+ * *at calls take AT_SYMLINK_NOFOLLOW (act on a final symbolic link itself,
+ * like lgetxattr) and AT_EMPTY_PATH. */
+/* setxattr flags: the values of Linux XATTR_CREATE / XATTR_REPLACE (not
+ * defined under those names here: <sys/xattr.h> declares them as an enum). */
+#define FERRITE_XATTR_CREATE   0x1 /* fail with -EEXIST if the attribute exists */
+#define FERRITE_XATTR_REPLACE  0x2 /* fail with -ENODATA if it does not */
+#define FERRITE_XATTR_NAME_MAX 255
+#define FERRITE_XATTR_SIZE_MAX 65536
+
+FERRITE_API ssize_t ferrite_fgetxattr(ferrite_fs *fs, int fd, const char *name, void *value,
+				      size_t size);
+FERRITE_API int ferrite_fsetxattr(ferrite_fs *fs, int fd, const char *name, const void *value,
+				  size_t size, int flags);
+/* Fills list with the NUL-terminated names, returns the bytes used. */
+FERRITE_API ssize_t ferrite_flistxattr(ferrite_fs *fs, int fd, char *list, size_t size);
+FERRITE_API int ferrite_fremovexattr(ferrite_fs *fs, int fd, const char *name);
+
+FERRITE_API ssize_t ferrite_getxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags,
+				       const char *name, void *value, size_t size);
+FERRITE_API int ferrite_setxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags,
+				   const char *name, const void *value, size_t size,
+				   int xattr_flags);
+FERRITE_API ssize_t ferrite_listxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags,
+					char *list, size_t size);
+FERRITE_API int ferrite_removexattrat(ferrite_fs *fs, int dirfd, const char *path, int flags,
+				      const char *name);
+
 #ifdef __cplusplus
 }
 #endif

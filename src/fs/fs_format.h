@@ -46,13 +46,39 @@ struct fr_inode {
 	uint64_t i_dents;	     /* 128: small directories: pool offset of the array */
 	uint64_t i_nentries;	     /* 136: directories: entries besides . and .. */
 	uint64_t i_orphan_next;	     /* 144: next inode on the orphan list */
-	uint64_t i_replica;	     /* 152: reserved for a second copy (dual copy) */
+	uint64_t i_xattr;	     /* 152: pool offset of the xattr block, 0 = none */
 	char i_inline[I_INLINE_MAX]; /* 160: short symlink target */
 };
 _Static_assert(sizeof(struct fr_inode) == 256, "inode size");
 _Static_assert(offsetof(struct fr_inode, i_size) == 64 &&
 		   offsetof(struct fr_inode, i_parent) == 120,
 	       "size and times share a cache line");
+
+/* Extended attributes of an inode (format 2; i_xattr was the always-zero
+ * i_replica in format 1): one buddy block of 2^xb_order pages, written before
+ * it becomes reachable and never changed afterwards -- a change writes a new
+ * block and swaps i_xattr in the same transaction that frees the old one. */
+#define XB_MAGIC     0x4b4c425254415846ULL /* "FXATRBLK" */
+#define XB_MAX_ORDER 9			   /* 2 MiB, the largest buddy block */
+struct fr_xblock {
+	uint64_t xb_magic;
+	uint64_t xb_owner; /* inode number (fsck) */
+	uint32_t xb_order; /* the block is 4 KiB << xb_order */
+	uint32_t xb_count; /* records */
+	uint32_t xb_bytes; /* bytes of records after this header */
+	uint32_t xb_csum;  /* crc32c of those bytes */
+	uint64_t xb_rsvd[4];
+};
+_Static_assert(sizeof(struct fr_xblock) == 64, "xattr block header is one line");
+
+/* A record: the full name ("user.x", no NUL), then the value, padded to 8. */
+struct fr_xrec {
+	uint32_t xr_vlen;
+	uint8_t xr_nlen;
+	uint8_t xr_rsvd[3];
+	char xr_data[];
+};
+_Static_assert(sizeof(struct fr_xrec) == 8, "xattr record header");
 
 /* Inode numbers are the pool offset of the inode divided by 64. */
 #define INO_SHIFT 6

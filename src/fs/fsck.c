@@ -2,7 +2,8 @@
  * fsck.c -- consistency check of a pool (ferrite_fsck) against every
  * invariant the layers state: superblock and backup; log (replayed as a
  * mount would); buddy bitmaps; metadata pools; partition tree; PPT; that
- * every data page is owned exactly once or free; inode <-> partition
+ * every data page is owned exactly once or free (file pages, metadata
+ * blocks, extended attribute blocks); inode <-> partition
  * ownership, sizes and block counts; directory indexes; link counts;
  * reachability from the root; state counters.
  *
@@ -19,6 +20,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "fs/xattr.h"
 #include "persist/pm.h"
 
 struct iref {
@@ -397,6 +399,13 @@ static void check_inode(struct fsck *f, uint64_t ino)
 				break;
 			}
 	}
+	uint64_t xpage;
+	int xorder;
+	const char *why;
+	if (xattr_check(fs, ip, &xpage, &xorder, &why))
+		BAD(f, "inode %llu: extended attribute block: %s", (unsigned long long)ino, why);
+	else if (xpage)
+		own(f, xpage, 1ULL << xorder, "extended attribute block");
 	if (S_ISDIR(m)) {
 		if (ip->i_dkind == I_DIR_SMALL && ip->i_level != I_NO_PART)
 			BAD(f, "directory %llu: small directory with a partition",

@@ -9,7 +9,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FR_FORMAT_VERSION 1
+/* 2: inodes carry extended attributes (i_xattr). Format 1 pools, where the
+ * field was always 0, are still mounted; they refuse new attributes. */
+#define FR_FORMAT_VERSION 2
 #define SB_MAGIC	  0x0045544952524546ULL /* "FERRITE\0" */
 #define SB_OFF		  0
 #define SB_SPACE_OFF	  4096
