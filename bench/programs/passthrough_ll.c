@@ -10,13 +10,15 @@
  *
  *   passthrough_ll [options] SOURCE MOUNTPOINT
  *     -f                 stay in the foreground
- *     --single           one thread (default: multithreaded)
+ *     --single           one thread (default: multithreaded, one queue per thread)
  *     --threads=N        at most N worker threads (default 10)
- *     --max-write=BYTES  largest write request (default: the kernel's, 128 KiB)
+ *     --max-write=BYTES  largest write request and readahead (default 1 MiB)
  *     --timeout=SEC      entry and attribute timeout (default 1.0)
  *     --direct-io        open files with direct_io (no page cache)
- *     --keep-cache       keep the page cache across opens
+ *     --no-keep-cache    drop the page cache when a file is opened
  *     -o OPTS            passed to FUSE (e.g. allow_other)
+ * Defaults: what ferrite's daemon asks for (src/fuse): no writeback cache, no splice,
+ * keep_cache, 1 MiB writes and readahead, cloned queue descriptors.
  *
  * Inodes: the kernel's node id is the address of a struct pt_node that holds an
  * O_PATH descriptor of the host object and the kernel's lookup count; nodes are found
@@ -160,12 +162,19 @@ static void pt_reply_entry(fuse_req_t req, fuse_ino_t parent, const char *name, 
 		fuse_reply_entry(req, &e);
 }
 
+/* The same connection settings as ferrite's daemon (src/fuse/fuse_ops.c, ll_init). */
 static void pt_init(void *userdata, struct fuse_conn_info *conn)
 {
 	(void)userdata;
 	conn->want &= ~FUSE_CAP_WRITEBACK_CACHE;
-	if (g_fs.max_write)
-		conn->max_write = g_fs.max_write;
+	conn->want &= ~(FUSE_CAP_SPLICE_READ | FUSE_CAP_SPLICE_WRITE | FUSE_CAP_SPLICE_MOVE);
+	const unsigned wanted = FUSE_CAP_ASYNC_READ | FUSE_CAP_PARALLEL_DIROPS |
+				FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_ASYNC_DIO;
+	conn->want |= conn->capable & wanted;
+	conn->max_write = g_fs.max_write;
+	conn->max_readahead = g_fs.max_write;
+	conn->max_background = 64;
+	conn->congestion_threshold = 48;
 }
 
 static void pt_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -514,7 +523,7 @@ static void usage(const char *prog)
 {
 	fprintf(stderr,
 		"usage: %s [-f] [--single] [--threads=N] [--max-write=BYTES] [--timeout=SEC]\n"
-		"       [--direct-io] [--keep-cache] [-o OPTS] SOURCE MOUNTPOINT\n",
+		"       [--direct-io] [--no-keep-cache] [-o OPTS] SOURCE MOUNTPOINT\n",
 		prog);
 	exit(2);
 }
@@ -524,11 +533,15 @@ int main(int argc, char **argv)
 	int foreground = 0, single = 0;
 	unsigned threads = 10;
 	const char *src = NULL, *mnt = NULL;
-	char *fargv[8];
+	char *fargv[10];
 	int fargc = 0;
 
 	g_fs.timeout = 1.0;
+	g_fs.keep_cache = 1;
+	g_fs.max_write = 1u << 20;
 	fargv[fargc++] = argv[0];
+	fargv[fargc++] = "-o"; /* the kernel checks permissions, as for ferrite's mount */
+	fargv[fargc++] = "default_permissions";
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (!strcmp(a, "-f"))
@@ -543,9 +556,9 @@ int main(int argc, char **argv)
 			g_fs.timeout = strtod(a + 10, NULL);
 		else if (!strcmp(a, "--direct-io"))
 			g_fs.direct_io = 1;
-		else if (!strcmp(a, "--keep-cache"))
-			g_fs.keep_cache = 1;
-		else if (!strcmp(a, "-o") && i + 1 < argc && fargc < 6) {
+		else if (!strcmp(a, "--no-keep-cache"))
+			g_fs.keep_cache = 0;
+		else if (!strcmp(a, "-o") && i + 1 < argc && fargc < 8) {
 			fargv[fargc++] = argv[i++];
 			fargv[fargc++] = argv[i];
 		} else if (a[0] == '-')
@@ -582,7 +595,7 @@ int main(int argc, char **argv)
 				rc = fuse_session_loop(se);
 			} else {
 				struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-				fuse_loop_cfg_set_clone_fd(cfg, 0);
+				fuse_loop_cfg_set_clone_fd(cfg, 1);
 				fuse_loop_cfg_set_max_threads(cfg, threads);
 				rc = fuse_session_loop_mt(se, cfg);
 				fuse_loop_cfg_destroy(cfg);
