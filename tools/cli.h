@@ -5,7 +5,8 @@
  * The command is a translator over ferrite.h: it holds no file-system logic.
  * Files: ferrite.c (dispatch), cli_util.c (shared helpers), side.c (host and
  * pool behind one table), cmd_mkfs.c, cmd_info.c, cmd_fsck.c, cmd_files.c
- * (ls, cat), cmd_cp.c (cp).
+ * (ls, cat), cmd_cp.c (cp), cmd_mount.c (mount, umount: the FUSE daemon of
+ * src/fuse).
  */
 #ifndef FERRITE_CLI_H
 #define FERRITE_CLI_H
@@ -39,6 +40,8 @@ int cmd_fsck(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
+int cmd_mount(int argc, char **argv);  /* cmd_mount.c */
+int cmd_umount(int argc, char **argv); /* cmd_mount.c */
 
 /* Mounts POOL, reads ferrite_get_info() into *in and unmounts; prints the
  * error line (as "ferrite CMD: ...") and returns -errno on failure. */

@@ -25,6 +25,8 @@ static const struct cli_cmd commands[] = {
     {"ls", cmd_ls, "list directories of a pool"},
     {"cat", cmd_cat, "write files of a pool to standard output"},
     {"cp", cmd_cp, "copy files and trees between the host and a pool"},
+    {"mount", cmd_mount, "mount a pool on a directory (FUSE)"},
+    {"umount", cmd_umount, "unmount it and wait for the pool to be released"},
     {"help", cmd_help, "show the help of a command"},
 };
 

@@ -1,0 +1,70 @@
+/*
+ * fuse_front.h -- the FUSE front end: serves a mounted pool to the kernel
+ * through libfuse's low-level API (ferrite mount runs it).
+ *
+ * The daemon holds no file-system logic: every request becomes one call of
+ * include/ferrite.h made with the requesting process's credentials, and the
+ * reply is sent when that call has returned (so a write is acknowledged only
+ * once it is durable). Files: fuse_nodes.c (FUSE node ids <-> O_PATH
+ * descriptors), fuse_ops.c (the operation table), fuse_main.c (session,
+ * mount, loop, shutdown).
+ */
+#ifndef FERRITE_FUSE_FRONT_H
+#define FERRITE_FUSE_FRONT_H
+
+#include <stdint.h>
+
+#include "ferrite.h"
+
+struct fuse_front_opts {
+	const char *pool;	/* absolute path of the pool */
+	const char *mountpoint; /* absolute path of the mount point */
+	const char *fuse_opts;	/* extra -o options for libfuse and the kernel, or NULL */
+	double attr_timeout;	/* seconds the kernel may cache attributes */
+	double entry_timeout;	/* ... and names (positive and negative) */
+	int threads;		/* most worker threads */
+	int debug;		/* libfuse's request trace on stderr */
+	/* Called once: the file system is mounted (rc 0), or the mount failed
+	 * (rc < 0 with a one-line message). May be NULL. */
+	void (*ready)(void *arg, int rc, const char *msg);
+	void *ready_arg;
+};
+
+/* Mounts the pool, mounts the file system and serves requests until it is
+ * unmounted or a SIGINT/SIGTERM/SIGHUP arrives; then unmounts both. Returns
+ * 0 or -errno. */
+int fuse_front_run(const struct fuse_front_opts *o);
+
+/* ---- internal to src/fuse ----------------------------------------------------- */
+
+struct fuse_lowlevel_ops;
+extern const struct fuse_lowlevel_ops fuse_front_ops;
+
+/* The daemon's state, the session's userdata. */
+struct ffront {
+	ferrite_fs *fs;
+	uint64_t root_ino; /* ferrite inode number of the root (FUSE_ROOT_ID) */
+	double attr_timeout, entry_timeout;
+	struct fnode_table *nodes;
+};
+
+/* ---- node table (fuse_nodes.c) ---------------------------------------------------- */
+
+/* FUSE node id of a ferrite inode number and back: the inode number itself
+ * (stable across mounts), except that the root is FUSE_ROOT_ID (1, never a
+ * ferrite inode number: that would be pool offset 64, in the superblock). */
+uint64_t fnode_id(const struct ffront *ff, uint64_t ino);
+
+struct fnode_table *fnode_table_new(void);
+/* Closes every descriptor still held (the kernel forgets nothing at unmount). */
+void fnode_table_free(struct ffront *ff, struct fnode_table *t);
+/* The O_PATH descriptor of node id, or -ESTALE if the kernel never learnt it. */
+int fnode_fd(struct ffront *ff, uint64_t id);
+/* Counts one more kernel reference to the inode fd (an O_PATH descriptor)
+ * names, whose number is ino: keeps fd as the node's descriptor if the node
+ * is new, closes it otherwise. */
+void fnode_ref(struct ffront *ff, uint64_t ino, int fd);
+/* The kernel dropped n references; the last closes the descriptor. */
+void fnode_unref(struct ffront *ff, uint64_t id, uint64_t n);
+
+#endif
