@@ -1,7 +1,10 @@
 /*
- * api.c -- the path-based calls of ferrite.h. Each one clears the thread's
- * error message, calls the fs layer, and makes sure a failure carries a
- * message (ferrite_errmsg). No file-system logic lives here.
+ * api.c -- the path-based calls of ferrite.h, each a (dirfd, path) pair: the
+ * plain calls are the *at calls relative to the root. Each one clears the
+ * thread's error message, calls the fs layer, and makes sure a failure
+ * carries a message (ferrite_errmsg). No file-system logic lives here. The
+ * directory descriptor stays referenced for the whole call (at_begin/at_end),
+ * so a concurrent close cannot release the inode a walk starts from.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -15,122 +18,298 @@
 			return fr_err_finish(-EINVAL);                                             \
 	} while (0)
 
-int ferrite_stat(ferrite_fs *fs, const char *path, struct stat *st)
-{
-	CHECK_FS(fs);
-	return fr_err_finish(fs_stat(fs, path, st, 1));
-}
-
-int ferrite_lstat(ferrite_fs *fs, const char *path, struct stat *st)
-{
-	CHECK_FS(fs);
-	return fr_err_finish(fs_stat(fs, path, st, 0));
-}
-
 int ferrite_statvfs(ferrite_fs *fs, struct statvfs *sv)
 {
 	CHECK_FS(fs);
 	return fr_err_finish(fs_statvfs(fs, sv));
 }
 
-static int resolve(ferrite_fs *fs, const char *path, int follow, uint64_t *ino)
+/* Resolves (dirfd, path) to an inode for the calls that act on one. */
+static int resolve_at(ferrite_fs *fs, int dirfd, const char *path, int flags, int follow,
+		      uint64_t *ino, struct ofile **held)
 {
+	uint64_t at;
+	int rc = at_begin(fs, dirfd, path, flags, &at, held);
+	if (rc == 1) {
+		*ino = at;
+		return 0;
+	}
+	if (rc)
+		return rc;
 	struct nameidata nd;
-	int rc = path_walk(fs, path, follow ? LOOKUP_FOLLOW : 0, &nd);
+	rc = path_walk(fs, at, path, follow ? LOOKUP_FOLLOW : 0, &nd);
 	*ino = nd.ino;
+	if (rc) {
+		at_end(fs, *held);
+		*held = NULL;
+	}
 	return rc;
 }
 
-int ferrite_chmod(ferrite_fs *fs, const char *path, mode_t mode)
+#define AT_FLAGS_KNOWN (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT)
+
+int ferrite_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags)
 {
 	CHECK_FS(fs);
-	uint64_t ino;
-	int rc = resolve(fs, path, 1, &ino);
-	return fr_err_finish(rc ? rc : fs_chmod_ino(fs, ino, mode));
-}
-
-static int chown_common(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid, int follow)
-{
-	uint64_t ino;
-	int rc = resolve(fs, path, follow, &ino);
-	return rc ? rc : fs_chown_ino(fs, ino, uid, gid);
-}
-
-int ferrite_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
-{
-	CHECK_FS(fs);
-	return fr_err_finish(chown_common(fs, path, uid, gid, 1));
-}
-
-int ferrite_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
-{
-	CHECK_FS(fs);
-	return fr_err_finish(chown_common(fs, path, uid, gid, 0));
-}
-
-int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
-{
-	CHECK_FS(fs);
-	if (flags & ~AT_SYMLINK_NOFOLLOW)
+	if (!st)
+		return fr_err_finish(-EFAULT);
+	if (flags & ~(AT_FLAGS_KNOWN | AT_STATX_SYNC_TYPE))
 		return fr_err_finish(-EINVAL);
 	uint64_t ino;
-	int rc = resolve(fs, path, !(flags & AT_SYMLINK_NOFOLLOW), &ino);
-	return fr_err_finish(rc ? rc : fs_utimens_ino(fs, ino, times));
+	struct ofile *held;
+	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
+	if (!rc) {
+		rc = fs_stat_ino(fs, ino, st);
+		at_end(fs, held);
+	}
+	return fr_err_finish(rc);
+}
+
+int ferrite_stat(ferrite_fs *fs, const char *path, struct stat *st)
+{
+	return ferrite_fstatat(fs, FERRITE_AT_ROOT, path, st, 0);
+}
+
+int ferrite_lstat(ferrite_fs *fs, const char *path, struct stat *st)
+{
+	return ferrite_fstatat(fs, FERRITE_AT_ROOT, path, st, AT_SYMLINK_NOFOLLOW);
+}
+
+int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags)
+{
+	CHECK_FS(fs);
+	if (flags & ~(AT_FLAGS_KNOWN | AT_EACCESS))
+		return fr_err_finish(-EINVAL);
+	uint64_t ino;
+	struct ofile *held;
+	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
+	if (!rc) {
+		rc = fs_access_ino(fs, ino, mode);
+		at_end(fs, held);
+	}
+	return fr_err_finish(rc);
 }
 
 int ferrite_access(ferrite_fs *fs, const char *path, int mode)
 {
+	return ferrite_faccessat(fs, FERRITE_AT_ROOT, path, mode, 0);
+}
+
+int ferrite_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags)
+{
 	CHECK_FS(fs);
-	return fr_err_finish(fs_access(fs, path, mode));
+	if (flags & ~AT_FLAGS_KNOWN)
+		return fr_err_finish(-EINVAL);
+	uint64_t ino;
+	struct ofile *held;
+	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
+	if (!rc) {
+		/* Linux has no mode on symbolic links to change. */
+		rc = S_ISLNK(ino_ptr(fs, ino)->i_mode) ? -EOPNOTSUPP : fs_chmod_ino(fs, ino, mode);
+		at_end(fs, held);
+	}
+	return fr_err_finish(rc);
+}
+
+int ferrite_chmod(ferrite_fs *fs, const char *path, mode_t mode)
+{
+	return ferrite_fchmodat(fs, FERRITE_AT_ROOT, path, mode, 0);
+}
+
+int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
+{
+	CHECK_FS(fs);
+	if (flags & ~AT_FLAGS_KNOWN)
+		return fr_err_finish(-EINVAL);
+	uint64_t ino;
+	struct ofile *held;
+	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
+	if (!rc) {
+		rc = fs_chown_ino(fs, ino, uid, gid);
+		at_end(fs, held);
+	}
+	return fr_err_finish(rc);
+}
+
+int ferrite_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
+{
+	return ferrite_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, 0);
+}
+
+int ferrite_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
+{
+	return ferrite_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, AT_SYMLINK_NOFOLLOW);
+}
+
+int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct timespec times[2],
+		      int flags)
+{
+	CHECK_FS(fs);
+	if (flags & ~AT_FLAGS_KNOWN)
+		return fr_err_finish(-EINVAL);
+	if (!path)
+		flags |= AT_EMPTY_PATH; /* utimensat(fd, NULL, ...) is futimens */
+	uint64_t ino;
+	struct ofile *held;
+	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
+	if (!rc) {
+		rc = fs_utimens_ino(fs, ino, times);
+		at_end(fs, held);
+	}
+	return fr_err_finish(rc);
+}
+
+int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
+{
+	if (flags & ~AT_SYMLINK_NOFOLLOW) {
+		fr_err_clear();
+		return fr_err_finish(-EINVAL);
+	}
+	if (!path) {
+		fr_err_clear();
+		return fr_err_finish(-EFAULT);
+	}
+	return ferrite_utimensat(fs, FERRITE_AT_ROOT, path, times, flags);
+}
+
+int ferrite_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev)
+{
+	CHECK_FS(fs);
+	if (!(mode & S_IFMT))
+		mode |= S_IFREG;
+	uint64_t at;
+	struct ofile *held;
+	int rc = at_begin(fs, dirfd, path, 0, &at, &held);
+	if (!rc)
+		rc = fs_mknod(fs, at, path, mode, rdev);
+	at_end(fs, held);
+	return fr_err_finish(rc);
+}
+
+int ferrite_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
+{
+	return ferrite_mknodat(fs, dirfd, path, S_IFDIR | (mode & 07777), 0);
 }
 
 int ferrite_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
 {
+	return ferrite_mkdirat(fs, FERRITE_AT_ROOT, path, mode);
+}
+
+int ferrite_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
+{
 	CHECK_FS(fs);
-	return fr_err_finish(fs_mkdir(fs, path, mode));
+	if (flags & ~AT_REMOVEDIR)
+		return fr_err_finish(-EINVAL);
+	uint64_t at;
+	struct ofile *held;
+	int rc = at_begin(fs, dirfd, path, 0, &at, &held);
+	if (!rc)
+		rc = (flags & AT_REMOVEDIR) ? fs_rmdir(fs, at, path) : fs_unlink(fs, at, path);
+	at_end(fs, held);
+	return fr_err_finish(rc);
 }
 
 int ferrite_rmdir(ferrite_fs *fs, const char *path)
 {
-	CHECK_FS(fs);
-	return fr_err_finish(fs_rmdir(fs, path));
+	return ferrite_unlinkat(fs, FERRITE_AT_ROOT, path, AT_REMOVEDIR);
 }
 
 int ferrite_unlink(ferrite_fs *fs, const char *path)
 {
+	return ferrite_unlinkat(fs, FERRITE_AT_ROOT, path, 0);
+}
+
+int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		      const char *newpath, unsigned flags)
+{
 	CHECK_FS(fs);
-	return fr_err_finish(fs_unlink(fs, path));
+	uint64_t oat, nat;
+	struct ofile *oheld, *nheld = NULL;
+	int rc = at_begin(fs, olddirfd, oldpath, 0, &oat, &oheld);
+	if (!rc)
+		rc = at_begin(fs, newdirfd, newpath, 0, &nat, &nheld);
+	if (!rc)
+		rc = fs_rename(fs, oat, oldpath, nat, newpath, flags);
+	at_end(fs, nheld);
+	at_end(fs, oheld);
+	return fr_err_finish(rc);
 }
 
 int ferrite_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
 {
+	return ferrite_renameat2(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, flags);
+}
+
+int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		   const char *newpath, int flags)
+{
 	CHECK_FS(fs);
-	return fr_err_finish(fs_rename(fs, oldpath, newpath, flags));
+	if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH))
+		return fr_err_finish(-EINVAL);
+	uint64_t oat, nat;
+	struct ofile *oheld, *nheld = NULL;
+	int rc = at_begin(fs, olddirfd, oldpath, flags & AT_EMPTY_PATH, &oat, &oheld);
+	int self = rc == 1;
+	if (rc >= 0)
+		rc = at_begin(fs, newdirfd, newpath, 0, &nat, &nheld);
+	if (!rc)
+		rc = fs_link(fs, oat, self ? NULL : oldpath, flags & AT_SYMLINK_FOLLOW, nat,
+			     newpath);
+	at_end(fs, nheld);
+	at_end(fs, oheld);
+	return fr_err_finish(rc);
 }
 
 int ferrite_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
 {
+	return ferrite_linkat(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, 0);
+}
+
+int ferrite_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const char *linkpath)
+{
 	CHECK_FS(fs);
-	return fr_err_finish(fs_link(fs, oldpath, newpath));
+	uint64_t at;
+	struct ofile *held;
+	int rc = at_begin(fs, newdirfd, linkpath, 0, &at, &held);
+	if (!rc)
+		rc = fs_symlink(fs, target, at, linkpath);
+	at_end(fs, held);
+	return fr_err_finish(rc);
 }
 
 int ferrite_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
 {
-	CHECK_FS(fs);
-	return fr_err_finish(fs_symlink(fs, target, linkpath));
+	return ferrite_symlinkat(fs, target, FERRITE_AT_ROOT, linkpath);
 }
 
-ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
+ssize_t ferrite_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size)
 {
 	CHECK_FS(fs);
 	if (!buf)
 		return fr_err_finish(-EFAULT);
 	if (size == 0)
 		return fr_err_finish(-EINVAL);
-	ssize_t n = fs_readlink(fs, path, buf, size);
+	uint64_t at;
+	struct ofile *held;
+	/* An empty path reads the link dirfd names (O_PATH|O_NOFOLLOW). */
+	int empty_ok = dirfd != FERRITE_AT_ROOT && (!path || !*path);
+	ssize_t n = at_begin(fs, dirfd, path ? path : "", empty_ok ? AT_EMPTY_PATH : 0, &at, &held);
+	if (n >= 0)
+		n = fs_readlink(fs, at, n == 1 ? NULL : path, buf, size);
+	at_end(fs, held);
 	if (n < 0)
 		fr_err_finish((int)n);
 	return n;
+}
+
+ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
+{
+	if (!path) {
+		fr_err_clear();
+		return fr_err_finish(-EFAULT);
+	}
+	return ferrite_readlinkat(fs, FERRITE_AT_ROOT, path, buf, size);
 }
 
 const char *ferrite_errmsg(void)

@@ -91,6 +91,11 @@ void inode_to_stat(ferrite_fs *fs, const struct fr_inode *ip, struct stat *st)
 	st->st_size = (off_t)ip->i_size;
 	if (S_ISDIR(ip->i_mode) && ip->i_dkind != I_DIR_LARGE)
 		st->st_size = 4096; /* small directories live in a dentry pool entry */
+	if (S_ISCHR(ip->i_mode) || S_ISBLK(ip->i_mode)) {
+		uint64_t rdev;
+		memcpy(&rdev, ip->i_inline, sizeof(rdev));
+		st->st_rdev = (dev_t)rdev;
+	}
 	st->st_blksize = 4096;
 	st->st_blocks = (blkcnt_t)(ip->i_blocks * 8);
 	st->st_atim.tv_sec = ip->i_atime_sec;
@@ -108,17 +113,6 @@ int fs_stat_ino(ferrite_fs *fs, uint64_t ino, struct stat *st)
 	inode_to_stat(fs, ino_ptr(fs, ino), st);
 	pthread_rwlock_unlock(lk);
 	return 0;
-}
-
-int fs_stat(ferrite_fs *fs, const char *path, struct stat *st, int follow)
-{
-	if (!st)
-		return -EFAULT;
-	struct nameidata nd;
-	int rc = path_walk(fs, path, follow ? LOOKUP_FOLLOW : 0, &nd);
-	if (rc)
-		return rc;
-	return fs_stat_ino(fs, nd.ino, st);
 }
 
 /* Runs change(tx, ip, arg) on one inode in its own transaction. */
@@ -248,16 +242,14 @@ int fs_utimens_ino(ferrite_fs *fs, uint64_t ino, const struct timespec times[2])
 	return attr_tx(fs, ino, do_utimens, t);
 }
 
-int fs_access(ferrite_fs *fs, const char *path, int mode)
+int fs_access_ino(ferrite_fs *fs, uint64_t ino, int mode)
 {
 	if (mode & ~(R_OK | W_OK | X_OK))
 		return -EINVAL;
-	struct nameidata nd;
-	int rc = path_walk(fs, path, LOOKUP_FOLLOW, &nd);
-	if (rc || mode == F_OK)
-		return rc;
+	if (mode == F_OK)
+		return 0;
 	int mask = ((mode & R_OK) ? 4 : 0) | ((mode & W_OK) ? 2 : 0) | ((mode & X_OK) ? 1 : 0);
-	return perm_check(cred_get(), NULL, ino_ptr(fs, nd.ino), mask);
+	return perm_check(cred_get(), NULL, ino_ptr(fs, ino), mask);
 }
 
 int fs_statvfs(ferrite_fs *fs, struct statvfs *sv)

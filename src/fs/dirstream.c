@@ -10,6 +10,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -38,26 +39,44 @@ int ferrite_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out)
 	if (!fs || !out)
 		return fr_err_finish(-EINVAL);
 	struct nameidata nd;
-	int rc = path_walk(fs, path, LOOKUP_FOLLOW, &nd);
-	if (rc)
-		return fr_err_finish(rc);
-	struct fr_inode *ip = ino_ptr(fs, nd.ino);
+	int rc = path_walk(fs, 0, path, LOOKUP_FOLLOW, &nd);
+	return fr_err_finish(rc ? rc : opendir_ino(fs, nd.ino, out));
+}
+
+int ferrite_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
+{
+	fr_err_clear();
+	if (!fs || !out)
+		return fr_err_finish(-EINVAL);
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		return fr_err_finish(-EBADF);
+	int rc = (of->flags & O_PATH) ? -EBADF : opendir_ino(fs, of->vn->ino, out);
+	of_put(fs, of);
+	return fr_err_finish(rc);
+}
+
+int opendir_ino(ferrite_fs *fs, uint64_t ino, ferrite_dir **out)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	int rc;
 	if (!S_ISDIR(ip->i_mode))
-		return fr_err_finish(-ENOTDIR);
+		return -ENOTDIR;
 	rc = perm_check(cred_get(), NULL, ip, 4);
 	if (rc)
-		return fr_err_finish(rc);
+		return rc;
 	ferrite_dir *d = calloc(1, sizeof(*d));
 	if (!d)
-		return fr_err_finish(-ENOMEM);
-	pthread_rwlock_t *lk = ino_lock(fs, nd.ino);
+		return -ENOMEM;
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
 	pthread_rwlock_rdlock(lk);
-	if (ip->i_nlink > 0)
-		d->vn = vn_get(fs, nd.ino, ip->i_generation);
+	/* A removed directory someone holds open still lists (as empty). */
+	if (ip->i_nlink > 0 || vn_is_open(fs, ino))
+		d->vn = vn_get(fs, ino, ip->i_generation);
 	pthread_rwlock_unlock(lk);
 	if (!d->vn) {
 		free(d);
-		return fr_err_finish(-ENOENT);
+		return -ENOENT;
 	}
 	d->fs = fs;
 	pthread_mutex_lock(&fs->dir_lock);

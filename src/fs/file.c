@@ -130,7 +130,7 @@ static int fd_install(ferrite_fs *fs, struct ofile *of)
 	return fd;
 }
 
-static struct ofile *fd_get(ferrite_fs *fs, int fd)
+struct ofile *fd_get(ferrite_fs *fs, int fd)
 {
 	struct ofile *of = NULL;
 	if (!fs)
@@ -144,7 +144,7 @@ static struct ofile *fd_get(ferrite_fs *fs, int fd)
 	return of;
 }
 
-static void of_put(ferrite_fs *fs, struct ofile *of)
+void of_put(ferrite_fs *fs, struct ofile *of)
 {
 	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0) {
 		vn_put(fs, of->vn);
@@ -179,49 +179,172 @@ int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags)
 	return fd;
 }
 
-int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
+int at_begin(ferrite_fs *fs, int dirfd, const char *path, int flags, uint64_t *at,
+	     struct ofile **held)
+{
+	*held = NULL;
+	*at = 0;
+	int self = !path || !*path;
+	if (self && !(flags & AT_EMPTY_PATH))
+		return path ? -ENOENT : -EFAULT;
+	if (!self && path[0] == '/')
+		return 0; /* like Linux: dirfd is not even looked at */
+	if (dirfd == FERRITE_AT_ROOT) {
+		*at = fs->root_ino;
+		return self;
+	}
+	struct ofile *of = fd_get(fs, dirfd);
+	if (!of)
+		return -EBADF;
+	*held = of;
+	*at = of->vn->ino;
+	return self;
+}
+
+void at_end(ferrite_fs *fs, struct ofile *held)
+{
+	if (held)
+		of_put(fs, held);
+}
+
+/* Checks flags against the inode an open resolved to, truncates if asked. */
+static int open_checks(ferrite_fs *fs, uint64_t ino, int flags, int created)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	uint32_t m = ip->i_mode;
+	int acc = flags & O_ACCMODE;
+	if ((flags & O_DIRECTORY) && !S_ISDIR(m))
+		return -ENOTDIR;
+	if (flags & O_PATH)
+		return 0; /* names the inode; nothing is opened for I/O */
+	if (S_ISLNK(m))
+		return fr_err(-ELOOP, "a symbolic link cannot be opened (O_NOFOLLOW)");
+	if (S_ISDIR(m) && (acc != O_RDONLY || (flags & (O_TRUNC | O_CREAT))))
+		return -EISDIR;
+	if (!S_ISREG(m) && !S_ISDIR(m))
+		return fr_err(-ENXIO, "special files stored in a pool cannot be opened");
+	if (created)
+		return 0;
+	int mask = (acc != O_WRONLY ? 4 : 0) | (acc != O_RDONLY ? 2 : 0);
+	if ((flags & O_TRUNC) && S_ISREG(m))
+		mask |= 2;
+	int rc = perm_check(cred_get(), NULL, ip, mask);
+	if (!rc && (flags & O_TRUNC) && S_ISREG(m))
+		rc = dp_truncate(fs, ino, 0);
+	return rc;
+}
+
+/* O_PATH keeps only the flags Linux keeps for it. */
+static int path_flags(int flags)
+{
+	return (flags & O_PATH) ? (flags & (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) : flags;
+}
+
+int ferrite_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
 {
 	API_BEGIN();
 	if (!fs)
 		API_RETURN(-EINVAL);
+	flags = path_flags(flags);
 	int acc = flags & O_ACCMODE;
 	if (acc == O_ACCMODE)
 		API_RETURN(-EINVAL);
 	if ((flags & (O_CREAT | O_DIRECTORY)) == (O_CREAT | O_DIRECTORY))
 		API_RETURN(fr_err(-EINVAL, "O_CREAT with O_DIRECTORY is not allowed"));
-	uint64_t ino;
-	int created = 0, rc;
+	uint64_t at, ino;
+	struct ofile *held;
+	int rc = at_begin(fs, dirfd, path, 0, &at, &held);
+	if (rc < 0)
+		API_RETURN(rc);
+	int created = 0;
 	if (flags & O_CREAT) {
-		rc = fs_create(fs, path, flags, mode, &ino, &created);
+		rc = fs_create(fs, at, path, flags, mode, &ino, &created);
 	} else {
 		struct nameidata nd;
-		rc = path_walk(fs, path, (flags & O_NOFOLLOW) ? 0 : LOOKUP_FOLLOW, &nd);
+		rc = path_walk(fs, at, path, (flags & O_NOFOLLOW) ? 0 : LOOKUP_FOLLOW, &nd);
 		ino = nd.ino;
+		if (!rc && nd.trailing_slash && !S_ISDIR(ino_ptr(fs, ino)->i_mode))
+			rc = -ENOTDIR;
 	}
-	if (rc)
-		API_RETURN(rc);
-	struct fr_inode *ip = ino_ptr(fs, ino);
-	uint32_t m = ip->i_mode;
-	if ((flags & O_DIRECTORY) && !S_ISDIR(m))
-		API_RETURN(-ENOTDIR);
-	if (S_ISLNK(m))
-		API_RETURN(fr_err(-ELOOP, "%s is a symbolic link (O_NOFOLLOW)", path));
-	if (S_ISDIR(m) && (acc != O_RDONLY || (flags & (O_TRUNC | O_CREAT))))
-		API_RETURN(-EISDIR);
-	if (!created) {
-		int mask = (acc != O_WRONLY ? 4 : 0) | (acc != O_RDONLY ? 2 : 0);
-		if ((flags & O_TRUNC) && S_ISREG(m))
-			mask |= 2;
-		rc = perm_check(cred_get(), NULL, ip, mask);
-		if (rc)
-			API_RETURN(rc);
-		if ((flags & O_TRUNC) && S_ISREG(m)) {
-			rc = dp_truncate(fs, ino, 0);
-			if (rc)
-				API_RETURN(rc);
+	at_end(fs, held);
+	if (!rc)
+		rc = open_checks(fs, ino, flags, created);
+	API_RETURN(rc ? rc : fs_open_ino(fs, ino, flags));
+}
+
+int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
+{
+	return ferrite_openat(fs, FERRITE_AT_ROOT, path, flags, mode);
+}
+
+int ferrite_reopen(ferrite_fs *fs, int fd, int flags)
+{
+	API_BEGIN();
+	if ((flags & (O_CREAT | O_EXCL)) || (flags & O_ACCMODE) == O_ACCMODE)
+		API_RETURN(-EINVAL);
+	flags = path_flags(flags);
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	uint64_t ino = of->vn->ino;
+	int rc = open_checks(fs, ino, flags, 0);
+	if (!rc) {
+		/* The vnode we hold keeps even an unlinked inode openable. */
+		struct ofile *nof = calloc(1, sizeof(*nof));
+		if (!nof) {
+			rc = -ENOMEM;
+		} else {
+			pthread_rwlock_t *lk = ino_lock(fs, ino);
+			pthread_rwlock_rdlock(lk);
+			nof->vn = vn_get(fs, ino, of->vn->gen);
+			pthread_rwlock_unlock(lk);
+			nof->flags = flags;
+			nof->refs = 1;
+			pthread_mutex_init(&nof->pos_lock, NULL);
+			if (!nof->vn) {
+				free(nof);
+				rc = -ENOMEM;
+			} else {
+				rc = fd_install(fs, nof);
+				if (rc < 0)
+					of_put(fs, nof);
+			}
 		}
 	}
-	API_RETURN(fs_open_ino(fs, ino, flags));
+	of_put(fs, of);
+	API_RETURN(rc);
+}
+
+int ferrite_getfl(ferrite_fs *fs, int fd)
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	int fl = __atomic_load_n(&of->flags, __ATOMIC_RELAXED) & ~O_CLOEXEC;
+	of_put(fs, of);
+	API_RETURN(fl);
+}
+
+int ferrite_setfl(ferrite_fs *fs, int fd, int flags)
+{
+	API_BEGIN();
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		API_RETURN(-EBADF);
+	int rc = 0;
+	if (of->flags & O_PATH) {
+		rc = -EBADF;
+	} else {
+		/* Writers read the flag once per call; pos_lock orders it with
+		 * position updates. */
+		pthread_mutex_lock(&of->pos_lock);
+		int fl = (of->flags & ~(O_APPEND | O_NONBLOCK)) | (flags & (O_APPEND | O_NONBLOCK));
+		__atomic_store_n(&of->flags, fl, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&of->pos_lock);
+	}
+	of_put(fs, of);
+	API_RETURN(rc);
 }
 
 int ferrite_close(ferrite_fs *fs, int fd)
@@ -297,7 +420,7 @@ static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 		return rc;
 	}
 	ssize_t done = 0;
-	if ((of->flags & O_ACCMODE) == O_WRONLY) {
+	if ((of->flags & O_ACCMODE) == O_WRONLY || (of->flags & O_PATH)) {
 		done = -EBADF;
 	} else if (S_ISDIR(ino_ptr(fs, of->vn->ino)->i_mode)) {
 		done = -EISDIR;
@@ -430,6 +553,10 @@ off_t ferrite_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 	if (!of)
 		return finish_ss(-EBADF);
 	uint64_t ino = of->vn->ino;
+	if (of->flags & O_PATH) {
+		of_put(fs, of);
+		return finish_ss(-EBADF);
+	}
 	pthread_mutex_lock(&of->pos_lock);
 	int64_t base, res;
 	switch (whence) {
@@ -474,8 +601,10 @@ int ferrite_ftruncate(ferrite_fs *fs, int fd, off_t length)
 	if (!of)
 		API_RETURN(-EBADF);
 	int rc;
-	if (length < 0 || (of->flags & O_ACCMODE) == O_RDONLY ||
-	    !S_ISREG(ino_ptr(fs, of->vn->ino)->i_mode))
+	if (of->flags & O_PATH)
+		rc = -EBADF;
+	else if (length < 0 || (of->flags & O_ACCMODE) == O_RDONLY ||
+		 !S_ISREG(ino_ptr(fs, of->vn->ino)->i_mode))
 		rc = -EINVAL;
 	else
 		rc = dp_truncate(fs, of->vn->ino, (uint64_t)length);
@@ -489,7 +618,7 @@ int ferrite_truncate(ferrite_fs *fs, const char *path, off_t length)
 	if (!fs || length < 0)
 		API_RETURN(-EINVAL); /* Linux checks the length before the path */
 	struct nameidata nd;
-	int rc = path_walk(fs, path, LOOKUP_FOLLOW, &nd);
+	int rc = path_walk(fs, 0, path, LOOKUP_FOLLOW, &nd);
 	if (rc)
 		API_RETURN(rc);
 	struct fr_inode *ip = ino_ptr(fs, nd.ino);
@@ -537,8 +666,9 @@ int ferrite_fsync(ferrite_fs *fs, int fd)
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
 		API_RETURN(-EBADF);
+	int rc = (of->flags & O_PATH) ? -EBADF : 0;
 	of_put(fs, of);
-	API_RETURN(0);
+	API_RETURN(rc);
 }
 
 int ferrite_fdatasync(ferrite_fs *fs, int fd)
@@ -590,4 +720,96 @@ int ferrite_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 	int rc = fs_utimens_ino(fs, of->vn->ino, times);
 	of_put(fs, of);
 	API_RETURN(rc);
+}
+
+/* Copies through a bounce buffer: both ends are files of this pool, so the
+ * data never leaves the library, and each chunk is written (durably) by the
+ * ordinary data path, which keeps its atomicity and crash rules. */
+ssize_t ferrite_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out,
+				off_t *off_out, size_t len, unsigned flags)
+{
+	API_BEGIN();
+	if (flags)
+		return finish_ss(-EINVAL);
+	struct ofile *in = fd_get(fs, fd_in);
+	if (!in)
+		return finish_ss(-EBADF);
+	struct ofile *out = fd_get(fs, fd_out);
+	if (!out) {
+		of_put(fs, in);
+		return finish_ss(-EBADF);
+	}
+	ssize_t rc = 0;
+	uint64_t iino = in->vn->ino, oino = out->vn->ino;
+	int64_t ipos = off_in ? *off_in : -1, opos = off_out ? *off_out : -1;
+	if ((in->flags & O_ACCMODE) == O_WRONLY || (in->flags & O_PATH) ||
+	    (out->flags & O_ACCMODE) == O_RDONLY || (out->flags & O_PATH) ||
+	    (out->flags & O_APPEND))
+		rc = -EBADF;
+	else if (S_ISDIR(ino_ptr(fs, iino)->i_mode) || S_ISDIR(ino_ptr(fs, oino)->i_mode))
+		rc = -EISDIR;
+	else if (!S_ISREG(ino_ptr(fs, iino)->i_mode) || !S_ISREG(ino_ptr(fs, oino)->i_mode))
+		rc = -EINVAL;
+	else if ((off_in && *off_in < 0) || (off_out && *off_out < 0))
+		rc = -EINVAL;
+	if (rc) {
+		of_put(fs, in);
+		of_put(fs, out);
+		return finish_ss(rc);
+	}
+	int lock_in = !off_in, lock_out = !off_out && !(lock_in && out == in);
+	if (lock_in)
+		pthread_mutex_lock(&in->pos_lock);
+	if (lock_out)
+		pthread_mutex_lock(&out->pos_lock);
+	if (ipos < 0)
+		ipos = in->pos;
+	if (opos < 0)
+		opos = out->pos;
+	if (iino == oino && (uint64_t)ipos < (uint64_t)opos + len &&
+	    (uint64_t)opos < (uint64_t)ipos + len)
+		rc = -EINVAL; /* overlapping ranges of one file, as Linux refuses */
+	size_t chunk = FR_MIN(len, (size_t)1 << 20);
+	char *buf = (!rc && chunk) ? malloc(chunk) : NULL;
+	if (!rc && chunk && !buf)
+		rc = -ENOMEM;
+	ssize_t done = 0;
+	while (!rc && (size_t)done < len) {
+		ssize_t n = dp_read(fs, iino, buf, FR_MIN(chunk, len - (size_t)done),
+				    (uint64_t)ipos + (uint64_t)done);
+		if (n <= 0) {
+			if (n < 0 && !done)
+				rc = n;
+			break;
+		}
+		struct iovec v = {buf, (size_t)n};
+		int64_t end;
+		ssize_t w = dp_write(fs, oino, &v, 1, opos + done, &end);
+		if (w < 0) {
+			if (!done)
+				rc = w;
+			break;
+		}
+		done += w;
+		if (w < n)
+			break;
+	}
+	free(buf);
+	if (!rc) {
+		if (off_in)
+			*off_in = ipos + done;
+		else
+			in->pos = ipos + done;
+		if (off_out)
+			*off_out = opos + done;
+		else
+			out->pos = opos + done;
+	}
+	if (lock_out)
+		pthread_mutex_unlock(&out->pos_lock);
+	if (lock_in)
+		pthread_mutex_unlock(&in->pos_lock);
+	of_put(fs, in);
+	of_put(fs, out);
+	return finish_ss(rc ? rc : done);
 }

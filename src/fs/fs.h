@@ -123,11 +123,10 @@ int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip
 void inode_to_stat(ferrite_fs *fs, const struct fr_inode *ip, struct stat *st);
 
 int fs_stat_ino(ferrite_fs *fs, uint64_t ino, struct stat *st);
-int fs_stat(ferrite_fs *fs, const char *path, struct stat *st, int follow);
 int fs_chmod_ino(ferrite_fs *fs, uint64_t ino, mode_t mode);
 int fs_chown_ino(ferrite_fs *fs, uint64_t ino, uid_t uid, gid_t gid);
 int fs_utimens_ino(ferrite_fs *fs, uint64_t ino, const struct timespec times[2]);
-int fs_access(ferrite_fs *fs, const char *path, int mode);
+int fs_access_ino(ferrite_fs *fs, uint64_t ino, int mode);
 int fs_statvfs(ferrite_fs *fs, struct statvfs *sv);
 
 /* ---- directories (dir.c) ------------------------------------------------- */
@@ -177,7 +176,8 @@ struct nameidata {
 #define LOOKUP_LOCK_PARENT                                                                         \
 	4 /* with PARENT: look the last component up under the                                     \
 	   * parent's write lock and return holding it */
-int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd);
+/* at: inode relative paths start from (0: the root). */
+int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct nameidata *nd);
 /* Re-checks after locking that the directory nd names is still what the walk
  * found (a live directory with the same generation). */
 int nd_dir_still_valid(ferrite_fs *fs, struct nameidata *nd);
@@ -186,15 +186,20 @@ void nd_unlock(ferrite_fs *fs, struct nameidata *nd);
 /* Reads a symlink's target (NUL-terminated) under its read lock. */
 int fs_readlink_ino(ferrite_fs *fs, uint64_t ino, char *buf, size_t cap, size_t *len);
 
-int fs_create(ferrite_fs *fs, const char *path, int flags, mode_t mode, uint64_t *ino,
+/* Every path comes with the inode it is relative to (0: the root). */
+int fs_create(ferrite_fs *fs, uint64_t at, const char *path, int flags, mode_t mode, uint64_t *ino,
 	      int *created);
-int fs_mkdir(ferrite_fs *fs, const char *path, mode_t mode);
-int fs_unlink(ferrite_fs *fs, const char *path);
-int fs_rmdir(ferrite_fs *fs, const char *path);
-int fs_link(ferrite_fs *fs, const char *oldpath, const char *newpath);
-int fs_symlink(ferrite_fs *fs, const char *target, const char *linkpath);
-ssize_t fs_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size);
-int fs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
+/* mode carries the file type (S_IFDIR, S_IFREG, S_IFIFO, ...). */
+int fs_mknod(ferrite_fs *fs, uint64_t at, const char *path, mode_t mode, dev_t rdev);
+int fs_unlink(ferrite_fs *fs, uint64_t at, const char *path);
+int fs_rmdir(ferrite_fs *fs, uint64_t at, const char *path);
+/* oldpath NULL: link the inode oat itself (linkat with AT_EMPTY_PATH). */
+int fs_link(ferrite_fs *fs, uint64_t oat, const char *oldpath, int follow, uint64_t nat,
+	    const char *newpath);
+int fs_symlink(ferrite_fs *fs, const char *target, uint64_t at, const char *linkpath);
+ssize_t fs_readlink(ferrite_fs *fs, uint64_t at, const char *path, char *buf, size_t size);
+int fs_rename(ferrite_fs *fs, uint64_t oat, const char *oldpath, uint64_t nat, const char *newpath,
+	      unsigned flags);
 
 /* ---- data path (data.c) -------------------------------------------------- */
 
@@ -230,6 +235,17 @@ void vn_put(ferrite_fs *fs, struct vnode *vn);
 int vn_is_open(ferrite_fs *fs, uint64_t ino);
 void fd_close_all(ferrite_fs *fs);
 int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags);
+/* A descriptor's open file, referenced (of_put releases it); NULL: -EBADF. */
+struct ofile *fd_get(ferrite_fs *fs, int fd);
+void of_put(ferrite_fs *fs, struct ofile *of);
+/* Resolves the dirfd of an *at call to the inode relative paths start at.
+ * Returns 0 (walk path from *at), 1 (the call names *at itself: empty path
+ * with AT_EMPTY_PATH) or -errno. *held keeps the directory's open file alive
+ * until at_end. */
+int at_begin(ferrite_fs *fs, int dirfd, const char *path, int flags, uint64_t *at,
+	     struct ofile **held);
+void at_end(ferrite_fs *fs, struct ofile *held);
+int opendir_ino(ferrite_fs *fs, uint64_t ino, ferrite_dir **out);
 void dirstream_close_all(ferrite_fs *fs);
 
 /* fsck (fsck.c) */

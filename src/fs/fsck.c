@@ -282,7 +282,7 @@ struct dctx {
 
 static unsigned type_of_mode(uint32_t m)
 {
-	return S_ISDIR(m) ? 4 : S_ISLNK(m) ? 10 : S_ISREG(m) ? 8 : 0;
+	return (m & S_IFMT) >> 12; /* the DT_* value directory entries carry */
 }
 
 static void on_dentry(void *arg, uint64_t ino, const char *name, unsigned type)
@@ -353,10 +353,14 @@ static void check_inode(struct fsck *f, uint64_t ino)
 	ferrite_fs *fs = f->fs;
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	uint32_t m = ip->i_mode;
-	if (!S_ISREG(m) && !S_ISDIR(m) && !S_ISLNK(m)) {
+	int special = S_ISFIFO(m) || S_ISCHR(m) || S_ISBLK(m) || S_ISSOCK(m);
+	if (!S_ISREG(m) && !S_ISDIR(m) && !S_ISLNK(m) && !special) {
 		BAD(f, "inode %llu: unknown file type %#o", (unsigned long long)ino, m & S_IFMT);
 		return;
 	}
+	if (special && (ip->i_size || ip->i_level != I_NO_PART))
+		BAD(f, "inode %llu: special file with data (size %llu)", (unsigned long long)ino,
+		    (unsigned long long)ip->i_size);
 	struct iref *r = iref(f, ino, 0);
 	r->is_dir = S_ISDIR(m) != 0;
 	r->orphan = (ip->i_flags & I_F_ORPHAN) != 0;

@@ -24,7 +24,7 @@
 
 static unsigned dtype_of(uint32_t mode)
 {
-	return S_ISDIR(mode) ? 4 : S_ISLNK(mode) ? 10 : S_ISREG(mode) ? 8 : 0;
+	return (mode & S_IFMT) >> 12; /* DT_* values are the type bits of the mode */
 }
 
 static int is_dot(const struct nameidata *nd)
@@ -106,24 +106,28 @@ static int commit_or_abort(ferrite_fs *fs, struct log_ctx *lc, int rc)
 	return op_commit(fs, lc);
 }
 
-/* Creates the walk's last component under the parent lock the walk kept. */
-static int create_in(ferrite_fs *fs, struct nameidata *nd, mode_t mode, uint64_t *ino)
+/* Creates the walk's last component under the parent lock the walk kept.
+ * Device numbers live in the inline area, unused by anything but symlinks. */
+static int create_in(ferrite_fs *fs, struct nameidata *nd, mode_t mode, dev_t rdev, uint64_t *ino)
 {
 	struct log_ctx *lc = op_begin(fs);
 	if (!lc)
 		return -ENOMEM;
 	int rc = create_locked(fs, lc->tx, nd, mode, ino);
+	if (!rc && (S_ISCHR(mode) || S_ISBLK(mode)))
+		tx_set8(lc->tx, ino_ptr(fs, *ino)->i_inline, (uint64_t)rdev);
 	rc = commit_or_abort(fs, lc, rc);
 	op_end(fs, lc);
 	return rc;
 }
 
-int fs_create(ferrite_fs *fs, const char *path, int flags, mode_t mode, uint64_t *ino, int *created)
+int fs_create(ferrite_fs *fs, uint64_t at, const char *path, int flags, mode_t mode, uint64_t *ino,
+	      int *created)
 {
 	struct nameidata nd;
 	int follow = (flags & (O_EXCL | O_NOFOLLOW)) ? 0 : LOOKUP_FOLLOW;
 	*created = 0;
-	int rc = path_walk(fs, path, LOOKUP_PARENT | LOOKUP_LOCK_PARENT | follow, &nd);
+	int rc = path_walk(fs, at, path, LOOKUP_PARENT | LOOKUP_LOCK_PARENT | follow, &nd);
 	if (rc)
 		return rc;
 	if (nd.len == 0 || is_dot(&nd))
@@ -134,23 +138,39 @@ int fs_create(ferrite_fs *fs, const char *path, int flags, mode_t mode, uint64_t
 		rc = -EISDIR; /* O_CREAT names a regular file, never "name/" */
 	else if (nd.ino)
 		*ino = nd.ino; /* exists: the caller opens it */
-	else if (!(rc = create_in(fs, &nd, S_IFREG | (mode & 07777), ino)))
+	else if (!(rc = create_in(fs, &nd, S_IFREG | (mode & 07777), 0, ino)))
 		*created = 1;
 	nd_unlock(fs, &nd);
 	return rc;
 }
 
-int fs_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
+int fs_mknod(ferrite_fs *fs, uint64_t at, const char *path, mode_t mode, dev_t rdev)
 {
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFIFO:
+	case S_IFSOCK:
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		if (cred_get()->uid != 0)
+			return -EPERM; /* CAP_MKNOD */
+		break;
+	default:
+		return -EINVAL;
+	}
 	struct nameidata nd;
-	int rc = path_walk(fs, path, LOOKUP_PARENT | LOOKUP_LOCK_PARENT, &nd);
+	int rc = path_walk(fs, at, path, LOOKUP_PARENT | LOOKUP_LOCK_PARENT, &nd);
 	if (rc)
 		return rc;
 	uint64_t ino;
 	if (nd.len == 0 || is_dot(&nd) || nd.ino)
 		rc = -EEXIST;
+	else if (nd.trailing_slash && !S_ISDIR(mode))
+		rc = -ENOENT;
 	else
-		rc = create_in(fs, &nd, S_IFDIR | (mode & 07777), &ino);
+		rc = create_in(fs, &nd, (mode & S_IFMT) | (mode & 07777), rdev, &ino);
 	nd_unlock(fs, &nd);
 	return rc;
 }
@@ -173,11 +193,11 @@ static int drop_inode(ferrite_fs *fs, struct tx *tx, uint64_t ino, int *later)
 	return rc;
 }
 
-static int remove_common(ferrite_fs *fs, const char *path, int is_rmdir)
+static int remove_common(ferrite_fs *fs, uint64_t at, const char *path, int is_rmdir)
 {
 	struct nameidata nd;
 	const struct fs_cred *c = cred_get();
-	int rc = path_walk(fs, path, LOOKUP_PARENT, &nd);
+	int rc = path_walk(fs, at, path, LOOKUP_PARENT, &nd);
 	if (rc)
 		return rc;
 	if (nd.len == 0)
@@ -249,25 +269,32 @@ static int remove_common(ferrite_fs *fs, const char *path, int is_rmdir)
 	}
 }
 
-int fs_unlink(ferrite_fs *fs, const char *path)
+int fs_unlink(ferrite_fs *fs, uint64_t at, const char *path)
 {
-	return remove_common(fs, path, 0);
+	return remove_common(fs, at, path, 0);
 }
 
-int fs_rmdir(ferrite_fs *fs, const char *path)
+int fs_rmdir(ferrite_fs *fs, uint64_t at, const char *path)
 {
-	return remove_common(fs, path, 1);
+	return remove_common(fs, at, path, 1);
 }
 
-int fs_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
+int fs_link(ferrite_fs *fs, uint64_t oat, const char *oldpath, int follow, uint64_t nat,
+	    const char *newpath)
 {
 	struct nameidata on, nn;
-	int rc = path_walk(fs, oldpath, 0, &on);
+	int rc = 0;
+	if (oldpath) {
+		rc = path_walk(fs, oat, oldpath, follow ? LOOKUP_FOLLOW : 0, &on);
+	} else {
+		memset(&on, 0, sizeof(on));
+		on.ino = oat;
+	}
 	if (rc)
 		return rc;
 	if (S_ISDIR(ino_ptr(fs, on.ino)->i_mode))
 		return -EPERM;
-	rc = path_walk(fs, newpath, LOOKUP_PARENT, &nn);
+	rc = path_walk(fs, nat, newpath, LOOKUP_PARENT, &nn);
 	if (rc)
 		return rc;
 	if (nn.len == 0 || is_dot(&nn) || nn.ino)
@@ -307,7 +334,7 @@ int fs_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
 	return rc;
 }
 
-int fs_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
+int fs_symlink(ferrite_fs *fs, const char *target, uint64_t at, const char *linkpath)
 {
 	if (!target)
 		return -EFAULT;
@@ -317,7 +344,7 @@ int fs_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
 	if (tlen >= FS_PATH_MAX)
 		return -ENAMETOOLONG;
 	struct nameidata nd;
-	int rc = path_walk(fs, linkpath, LOOKUP_PARENT | LOOKUP_LOCK_PARENT, &nd);
+	int rc = path_walk(fs, at, linkpath, LOOKUP_PARENT | LOOKUP_LOCK_PARENT, &nd);
 	if (rc)
 		return rc;
 	struct log_ctx *lc = NULL;
@@ -354,10 +381,15 @@ int fs_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
 	return rc;
 }
 
-ssize_t fs_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
+ssize_t fs_readlink(ferrite_fs *fs, uint64_t at, const char *path, char *buf, size_t size)
 {
 	struct nameidata nd;
-	int rc = path_walk(fs, path, 0, &nd);
+	int rc = 0;
+	if (path) {
+		rc = path_walk(fs, at, path, 0, &nd);
+	} else {
+		nd.ino = at; /* readlinkat(fd, "") of an O_PATH|O_NOFOLLOW link */
+	}
 	if (rc)
 		return rc;
 	if (!S_ISLNK(ino_ptr(fs, nd.ino)->i_mode))
@@ -489,16 +521,17 @@ static int rename_tx(ferrite_fs *fs, struct tx *tx, struct nameidata *on, struct
 	return rc;
 }
 
-int fs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
+int fs_rename(ferrite_fs *fs, uint64_t oat, const char *oldpath, uint64_t nat, const char *newpath,
+	      unsigned flags)
 {
 	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
 	    (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
 		return -EINVAL;
 	struct nameidata on, nn;
-	int rc = path_walk(fs, oldpath, LOOKUP_PARENT, &on);
+	int rc = path_walk(fs, oat, oldpath, LOOKUP_PARENT, &on);
 	if (rc)
 		return rc;
-	rc = path_walk(fs, newpath, LOOKUP_PARENT, &nn);
+	rc = path_walk(fs, nat, newpath, LOOKUP_PARENT, &nn);
 	if (rc)
 		return rc;
 	if (on.len == 0 || nn.len == 0 || is_dot(&on) || is_dot(&nn))

@@ -2,6 +2,8 @@
  * path.c -- path resolution inside the pool: components, ".", "..",
  * symlinks (at most FS_MAX_SYMLINKS), search permission, ENAMETOOLONG and
  * ENOTDIR rules. "/" is the pool's root; ".." of the root is the root.
+ * Relative paths start at a directory the caller holds open (the *at calls),
+ * whose vnode keeps the inode alive; a removed one has no entries (ENOENT).
  *
  * Each directory is read under its read lock only while it is searched, so
  * the result is a snapshot: callers lock what they change and re-check it
@@ -69,7 +71,7 @@ static int lookup_locked(ferrite_fs *fs, uint64_t dir, const char *name, size_t 
 		*out = dir == fs->root_ino ? dir : dp->i_parent;
 		rc = 0;
 	} else if (dp->i_nlink == 0) {
-		rc = -ENOENT; /* directory removed while we walked */
+		rc = -ESTALE; /* removed (while we walked, or held open by an *at caller) */
 	} else {
 		struct fr_dentry *d;
 		rc = dir_lookup(fs, NULL, dp, name, len, &d);
@@ -89,7 +91,7 @@ void nd_unlock(ferrite_fs *fs, struct nameidata *nd)
 	}
 }
 
-int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
+int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct nameidata *nd)
 {
 	if (!path)
 		return -EFAULT;
@@ -103,7 +105,7 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 	 * symlink's target must be spliced in front of the rest. */
 	char *buf = NULL, *tgt = NULL;
 	const char *p = path;
-	uint64_t cur = fs->root_ino;
+	uint64_t cur = (path[0] == '/' || !at) ? fs->root_ino : at;
 	int links = 0, rc = 0;
 	memset(nd, 0, sizeof(*nd));
 	for (;;) {
@@ -143,7 +145,11 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 		uint64_t child = 0;
 		int keep = last && (flags & LOOKUP_PARENT) && (flags & LOOKUP_LOCK_PARENT);
 		rc = lookup_locked(fs, cur, comp, len, &child, keep);
-		if (rc && rc != -ENOENT) {
+		if (rc == -ESTALE)
+			rc = -ENOENT; /* nothing can be found or created there */
+		else if (rc == -ENOENT)
+			rc = -ENODATA; /* just this name is missing */
+		if (rc && rc != -ENODATA) {
 			if (keep)
 				pthread_rwlock_unlock(ino_lock(fs, cur));
 			break;
@@ -158,7 +164,7 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 				nd->name[len] = 0;
 				nd->len = len;
 				nd->trailing_slash = slash;
-				nd->ino = rc == -ENOENT ? 0 : child;
+				nd->ino = rc == -ENODATA ? 0 : child;
 				nd->locked = keep;
 				rc = 0;
 				break;
@@ -166,8 +172,10 @@ int path_walk(ferrite_fs *fs, const char *path, int flags, struct nameidata *nd)
 			if (keep)
 				pthread_rwlock_unlock(ino_lock(fs, cur));
 		}
-		if (rc == -ENOENT)
+		if (rc == -ENODATA) {
+			rc = -ENOENT;
 			break;
+		}
 		struct fr_inode *cp = ino_ptr(fs, child);
 		if (S_ISLNK(cp->i_mode) && (!last || (flags & LOOKUP_FOLLOW) || slash)) {
 			if (++links > FS_MAX_SYMLINKS) {

@@ -483,3 +483,147 @@ int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const c
 		return lr_fail("fsck", errno);
 	return FERRITE_FSCK_CLEAN;
 }
+
+/* ---- the *at family: FERRITE_AT_ROOT and absolute paths start at the pool */
+
+static int lr_at(ferrite_fs *fs, int dirfd, const char **path)
+{
+	if (*path && (*path)[0] == '/') {
+		while ((*path)[0] == '/')
+			(*path)++;
+		if (!**path)
+			*path = ".";
+		return fs->rootfd;
+	}
+	return dirfd == FERRITE_AT_ROOT ? fs->rootfd : dirfd;
+}
+
+int ferrite_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
+{
+	int d = lr_at(fs, dirfd, &path);
+	int fd = openat(d, path, flags, mode);
+	return fd < 0 ? lr_fail("openat", errno) : lr_track(fs, fd);
+}
+
+int ferrite_reopen(ferrite_fs *fs, int fd, int flags)
+{
+	char p[64];
+	if (flags & (O_CREAT | O_EXCL))
+		return lr_fail("reopen", EINVAL);
+	snprintf(p, sizeof(p), "/proc/self/fd/%d", fd);
+	int nfd = open(p, flags);
+	return nfd < 0 ? lr_fail("reopen", errno) : lr_track(fs, nfd);
+}
+
+int ferrite_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags)
+{
+	int d = lr_at(fs, dirfd, &path);
+	LR_RET("fstatat", fstatat(d, path, st, flags));
+}
+
+int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags)
+{
+	int d = lr_at(fs, dirfd, &path);
+	LR_RET("faccessat", faccessat(d, path, mode, flags));
+}
+
+int ferrite_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags)
+{
+	int d = lr_at(fs, dirfd, &path);
+	LR_RET("fchmodat", fchmodat(d, path, mode, flags));
+}
+
+int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
+{
+	int d = lr_at(fs, dirfd, &path);
+	LR_RET("fchownat", fchownat(d, path, uid, gid, flags));
+}
+
+int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct timespec times[2],
+		      int flags)
+{
+	int d = lr_at(fs, dirfd, &path);
+	LR_RET("utimensat", utimensat(d, path, times, flags));
+}
+
+int ferrite_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
+{
+	int d = lr_at(fs, dirfd, &path);
+	LR_RET("mkdirat", mkdirat(d, path, mode));
+}
+
+int ferrite_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev)
+{
+	int d = lr_at(fs, dirfd, &path);
+	LR_RET("mknodat", mknodat(d, path, mode, rdev));
+}
+
+int ferrite_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
+{
+	int d = lr_at(fs, dirfd, &path);
+	LR_RET("unlinkat", unlinkat(d, path, flags));
+}
+
+int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		      const char *newpath, unsigned flags)
+{
+	int od = lr_at(fs, olddirfd, &oldpath);
+	int nd = lr_at(fs, newdirfd, &newpath);
+	LR_RET("renameat2", renameat2(od, oldpath, nd, newpath, flags));
+}
+
+int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		   const char *newpath, int flags)
+{
+	int od = lr_at(fs, olddirfd, &oldpath);
+	int nd = lr_at(fs, newdirfd, &newpath);
+	LR_RET("linkat", linkat(od, oldpath, nd, newpath, flags));
+}
+
+int ferrite_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const char *linkpath)
+{
+	int d = lr_at(fs, newdirfd, &linkpath);
+	LR_RET("symlinkat", symlinkat(target, d, linkpath));
+}
+
+ssize_t ferrite_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size)
+{
+	int d = lr_at(fs, dirfd, &path);
+	LR_RETSZ("readlinkat", readlinkat(d, path, buf, size));
+}
+
+int ferrite_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
+{
+	/* fdopendir consumes its descriptor; ferrite's stream does not. */
+	int d = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (d < 0)
+		return lr_fail("fdopendir", errno);
+	DIR *dir = fdopendir(d);
+	if (!dir) {
+		int e = errno;
+		close(d);
+		return lr_fail("fdopendir", e);
+	}
+	struct ferrite_dir *fd_ = calloc(1, sizeof(*fd_));
+	fd_->d = dir;
+	fd_->next = fs->dirs;
+	fs->dirs = fd_;
+	*out = fd_;
+	return 0;
+}
+
+int ferrite_getfl(ferrite_fs *fs, int fd)
+{
+	LR_RET("getfl", fcntl(fd, F_GETFL));
+}
+
+int ferrite_setfl(ferrite_fs *fs, int fd, int flags)
+{
+	LR_RET("setfl", fcntl(fd, F_SETFL, flags));
+}
+
+ssize_t ferrite_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out,
+				off_t *off_out, size_t len, unsigned flags)
+{
+	LR_RETSZ("copy_file_range", copy_file_range(fd_in, off_in, fd_out, off_out, len, flags));
+}
