@@ -35,6 +35,10 @@ fi
 
 chmod 755 "$tmp" # the unprivileged checks must reach the mount point
 mkdir "$mnt"
+# In a sanitizer build the daemon's stderr is /dev/null once it runs in the
+# background: send every report to files, which fail the test.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$tmp/sanitizer"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$tmp/sanitizer"
 need "$FERRITE" mkfs --size 256M "$pool" >/dev/null
 
 step "mount, operations through the kernel"
@@ -115,5 +119,10 @@ need test -f "$tmp/full/ack"
 need "$FERRITE" umount "$tmp/full"
 need "$FERRITE" fsck "$pool" >/dev/null
 
+for f in "$tmp"/sanitizer*; do
+	[ -e "$f" ] || continue
+	cat "$f"
+	bad "sanitizer report $f"
+done
 if [ $fail = 0 ]; then echo "fuse_test: all passed"; fi
 exit $fail
