@@ -11,7 +11,7 @@
  *   passthrough_ll [options] SOURCE MOUNTPOINT
  *     -f                 stay in the foreground
  *     --single           one thread (default: multithreaded, one queue per thread)
- *     --threads=N        at most N worker threads (default 10)
+ *     --threads=N        at most N worker threads (default 2 per CPU, at least 8)
  *     --max-write=BYTES  largest write request and readahead (default 1 MiB)
  *     --timeout=SEC      entry and attribute timeout (default 1.0)
  *     --direct-io        open files with direct_io (no page cache)
@@ -531,7 +531,8 @@ static void usage(const char *prog)
 int main(int argc, char **argv)
 {
 	int foreground = 0, single = 0;
-	unsigned threads = 10;
+	long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+	unsigned threads = ncpu * 2 > 8 ? (unsigned)ncpu * 2 : 8; /* as ferrite mount */
 	const char *src = NULL, *mnt = NULL;
 	char *fargv[10];
 	int fargc = 0;

@@ -3,11 +3,11 @@
 #
 #   tests/programs/kill-fuse.sh [N] [--native]
 #
-# Each of N rounds (default 10) mounts the pool, starts a writer on the mount and, at
-# a random moment after the writer's first acknowledged write, kills the `ferrite
-# mount` daemon with SIGKILL. The writer appends numbered lines to a log file,
-# creates small and 64 KiB files and renames a file over another, and after each
-# operation has returned it prints an acknowledgement to a host file. Then:
+# Each of N rounds (default 10) starts two writers on the mount and, at a random
+# moment after their first acknowledged write, kills the `ferrite mount` daemon with
+# SIGKILL. Each writer appends numbered lines to a log file, creates small and 64 KiB
+# files and renames a file over another, and after each operation has returned it
+# prints an acknowledgement to a host file. Then:
 #   `ferrite umount DIR` of the dead mount (fusermount3 -uz if that fails),
 #   `ferrite fsck POOL` must be clean, the pool is mounted again, and
 #   every acknowledged operation is there: the log holds lines 1..n with n >= the
@@ -31,11 +31,11 @@ for a in "$@"; do
 	esac
 done
 
-wpid=""
+wpids=()
 kf_cleanup() {
-	if [ -n "$wpid" ]; then
-		kill -9 "$wpid" 2>/dev/null
-		wait "$wpid" 2>/dev/null
+	if [ ${#wpids[@]} -gt 0 ]; then
+		kill -9 "${wpids[@]}" 2>/dev/null
+		wait "${wpids[@]}" 2>/dev/null
 	fi
 	mode_cleanup
 }
@@ -49,9 +49,9 @@ big=$(head -c 49152 /dev/urandom | base64 -w 0) # 65 536 characters
 big=${big:0:65535}
 pad=$(printf '%0100d' 0)
 
-# writer ROUND: runs until an operation fails (the mount died); acks on stdout
+# writer ROUND W: runs until an operation fails (the mount died); acks on stdout
 writer() {
-	local r=$1 i=0 dir=$D/r$r
+	local r=$1 i=0 dir=$D/r$1$2
 	exec 2>/dev/null
 	mkdir "$dir" || exit 1
 	echo "M"
@@ -76,7 +76,7 @@ writer() {
 }
 
 check_round() {
-	local r=$1 acks=$2 dir=$D/r$r a n lines i last_r cur
+	local r=$1 acks=$3 dir=$D/r$1$2 a n lines i last_r cur
 	grep -q '^M$' "$acks" || return 0 # not even the directory was acknowledged
 	a=$(sed -n 's/^A //p' "$acks" | tail -n 1)
 	a=${a:-0}
@@ -109,8 +109,8 @@ check_round() {
 		[ "$cur" = "version $last_r" ] || [ "$cur" = "version $((last_r + 8))" ] ||
 			{ why="rename target holds '$cur', last acknowledged 'version $last_r'"; return 1; }
 	fi
-	say "round $r: $a appends ($lines lines), $(grep -c '^F ' "$acks") files, $(grep -c '^B ' "$acks") big, last rename ${last_r:-none}"
-	kept=$((lines - a))
+	say "round $r$2: $a appends ($lines lines), $(grep -c '^F ' "$acks") files, $(grep -c '^B ' "$acks") big, last rename ${last_r:-none}"
+	kept=$((kept + lines - a))
 }
 
 daemon_pid() {
@@ -119,13 +119,16 @@ daemon_pid() {
 }
 
 for r in $(seq 1 "$rounds"); do
-	acks=$WORK/acks-$r
 	why=""
-	: >"$acks"
-	writer "$r" >"$acks" &
-	wpid=$!
+	# two writers at once: the daemon serves them on different threads
+	wpids=()
+	for w in a b; do
+		: >"$WORK/acks-$r$w"
+		writer "$r" $w >"$WORK/acks-$r$w" &
+		wpids+=($!)
+	done
 	t0=$SECONDS
-	while ! grep -q '^A ' "$acks" && kill -0 "$wpid" 2>/dev/null && [ $((SECONDS - t0)) -lt 30 ]; do
+	while ! grep -q '^A ' "$WORK/acks-${r}a" && kill -0 "${wpids[0]}" 2>/dev/null && [ $((SECONDS - t0)) -lt 30 ]; do
 		sleep 0.02
 	done
 	sleep "0.$(printf '%03d' $((RANDOM % 500)))"
@@ -136,14 +139,19 @@ for r in $(seq 1 "$rounds"); do
 			break
 		fi
 		kill -9 "$dpid"
-		# the writer now fails with ENOTCONN and stops
-		for i in $(seq 100); do kill -0 "$wpid" 2>/dev/null || break; sleep 0.1; done
-		kill -9 "$wpid" 2>/dev/null || true
+		# the writers now fail with ENOTCONN and stop
+		for i in $(seq 100); do
+			alive=0
+			for p in "${wpids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
+			[ $alive = 0 ] && break
+			sleep 0.1
+		done
+		kill -9 "${wpids[@]}" 2>/dev/null || true
 	else
-		kill -9 "$wpid"
+		kill -9 "${wpids[@]}"
 	fi
-	wait "$wpid" 2>/dev/null || true
-	wpid=""
+	wait "${wpids[@]}" 2>/dev/null || true
+	wpids=()
 	if [ "$mode" = fuse ]; then
 		if ! bounded "$FERRITE" umount "$MNT" >"$WORK/umount.out" 2>&1; then
 			show "$WORK/umount.out"
@@ -166,7 +174,7 @@ for r in $(seq 1 "$rounds"); do
 		fi
 	fi
 	kept=0
-	if ! check_round "$r" "$acks"; then
+	if ! check_round "$r" a "$WORK/acks-${r}a" || ! check_round "$r" b "$WORK/acks-${r}b"; then
 		fail "round $r" "$why"
 		break
 	fi
