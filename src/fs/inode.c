@@ -23,6 +23,7 @@
 #include <sys/stat.h>
 
 #include "fs/fs.h"
+#include "fs/xattr.h"
 #include "persist/pm.h"
 
 /* File times come from the coarse clock, as in the Linux VFS (current_time):
@@ -196,6 +197,8 @@ int ino_drop_tx(ferrite_fs *fs, struct tx *tx, uint64_t ino)
 	if (S_ISDIR(mode))
 		dir_release(fs, tx, ip);
 	int rc = dp_release_tx(fs, tx, ip);
+	if (!rc)
+		rc = xattr_release_tx(fs, tx, ip);
 	if (rc)
 		return rc;
 	orphan_remove(fs, tx, ino);
