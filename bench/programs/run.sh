@@ -11,7 +11,7 @@
 #   fio       4 KiB randread, randwrite, append (psync, 1 and 2 jobs): ferrite's FUSE
 #             mount vs a libfuse passthrough of tmpfs (passthrough_ll.c, the floor
 #             cost of FUSE) vs tmpfs directly
-#   postmark  small files: shim vs FUSE mount vs tmpfs vs ext4
+#   postmark  small files: shim vs FUSE mount vs passthrough vs tmpfs vs ext4
 # Every cell is the median of --runs samples (3; --quick: 1 and small sizes); the
 # configurations of a workload take turns in an order that rotates every run. Ratios
 # divide ferrite's throughput by the peer's (> 1: ferrite is faster); the target
@@ -183,7 +183,7 @@ setup_passthrough() {
 	fi
 	say "passthrough: $TMPD/pt-src on $PMNT ${PT_OPTS:-}"
 }
-if wants fio; then setup_passthrough; fi
+if wants fio || wants postmark; then setup_passthrough; fi
 
 # ---- configurations: where each works and how a program is started --------------
 # Shim and FUSE share the pool, which one process at a time may open: the FUSE mount
@@ -435,7 +435,7 @@ bench_postmark() {
 	local r c
 	for r in $(seq 1 "$runs"); do
 		say "postmark run $r/$runs"
-		for c in $(rotate "$r" shim fuse tmpfs ext4); do
+		for c in $(rotate "$r" shim fuse passthrough tmpfs ext4); do
 			cfg_enter "$c" || continue
 			postmark_one "$c"
 			cfg_settle "$c"
@@ -530,7 +530,7 @@ table() { # group unit targets ratios configs...
 	table fio "IOPS (4 KiB, psync, $fio_size file per job; -jN = N jobs)" \
 		"*=fuse/passthrough>=0.77" "fuse/passthrough fuse/tmpfs" fuse passthrough tmpfs
 	table postmark "transactions/s of wall time ($pm_files files, $pm_tx transactions)" \
-		"" "shim/tmpfs fuse/tmpfs shim/ext4" shim fuse tmpfs ext4
+		"" "shim/tmpfs shim/ext4 fuse/passthrough" shim fuse passthrough tmpfs ext4
 	if [ ${#errors[@]} -gt 0 ]; then
 		echo
 		echo "errors:"
