@@ -21,6 +21,10 @@
 #   coreutils cp -a of a tree into the pool, diff -r and a listing of types, modes,
 #             sizes, mtimes and link targets; mv; find; du; tar in and out; rm -rf,
 #             after which the space is back and fsck is clean
+#   archivers zip -r / unzip -t / unzip of the tree, gzip and xz -T2 of a 3 MiB
+#             file, all in the pool; compared with the originals
+#   (sqlite, fuse/native also: four sqlite3 processes write one database at once
+#             in the default locking mode; all 1 600 rows, integrity ok)
 #   git       fuse/native: clone, fsck, commit, gc, fsck; shim: init, add, commit,
 #             fsck (git commands that do not fork); the last commit reads back
 #   build     fuse/native, not --quick: cmake + gcc build the ferrite command from a
@@ -43,7 +47,7 @@ usage() {
 mode=$1
 shift
 quick=0
-only=sqlite,rocksdb,fio,postmark,coreutils,git,build
+only=sqlite,rocksdb,fio,postmark,coreutils,archivers,git,build
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--quick) quick=1 ;;
@@ -299,6 +303,58 @@ t_coreutils() {
 	return 0
 }
 
+# ---- sqlite3, several processes at once (fuse/native) -----------------------------
+# four writers in the default (shared) locking mode and rollback journal: the
+# kernel's POSIX locks on the mount keep them apart; every row must arrive
+t_sqlite_conc() {
+	local db=$D/sqlite-conc.db out=$WORK/sqlite-conc.out w pids=() rc=0 got
+	printf 'CREATE TABLE t(w INTEGER, i INTEGER, v BLOB, PRIMARY KEY(w, i));\n' >"$WORK/conc0.sql"
+	try "$out" "sqlite3 create" sqlite3 -batch -bail "$db" <"$WORK/conc0.sql" || return 1
+	for w in 1 2 3 4; do
+		awk -v w=$w 'BEGIN { print ".timeout 60000"; print "PRAGMA synchronous=FULL;"
+			for (i = 1; i <= 400; i++) {
+				print "BEGIN IMMEDIATE;"
+				printf "INSERT INTO t VALUES(%d, %d, randomblob(%d));\n", w, i, 100 + i * 13 % 3000
+				if (i % 10 == 0) printf "UPDATE t SET v = randomblob(50) WHERE w = %d AND i = %d;\n", w, i - 5
+				print "COMMIT;"
+				if (i % 50 == 0) print "SELECT count(*) FROM t;"
+			} }' >"$WORK/conc$w.sql"
+		inpool sqlite3 -batch -bail "$db" <"$WORK/conc$w.sql" >"$WORK/conc$w.out" 2>&1 &
+		pids+=($!)
+	done
+	for w in "${!pids[@]}"; do
+		wait "${pids[$w]}" || { rc=$?; show "$WORK/conc$((w + 1)).out"; }
+	done
+	[ $rc = 0 ] || { why="a concurrent sqlite3 writer failed (status $rc)"; return 1; }
+	printf 'SELECT %s, * FROM pragma_integrity_check;\nSELECT %s, count(*), count(DISTINCT w) FROM t;\n' "'IC'" "'N'" >"$WORK/conc-check.sql"
+	try "$out" "sqlite3 check" sqlite3 -batch -bail "$db" <"$WORK/conc-check.sql" || return 1
+	got=$(sed -n 's/^IC|//p' "$out" | tr '\n' ' ')
+	[ "$got" = "ok " ] || { show "$out"; why="integrity_check said: $got"; return 1; }
+	got=$(sed -n 's/^N|//p' "$out")
+	[ "$got" = "1600|4" ] || { why="rows|writers = $got, want 1600|4"; return 1; }
+}
+
+# ---- archivers ----------------------------------------------------------------------
+# zip, unzip, gzip and xz (threaded) write and read archives in the pool
+t_archivers() {
+	local out=$WORK/arch.out
+	[ -d "$WORK/tree" ] || make_tree
+	inpool mkdir -p "$D/arch" || { why="mkdir failed"; return 1; }
+	try "$out" "zip -r" zip -q -r -y "$D/arch/tree.zip" tree -x 'tree/sparse.bin' || return 1
+	try "$out" "unzip -t" unzip -tq "$D/arch/tree.zip" || return 1
+	try "$out" "unzip" unzip -q "$D/arch/tree.zip" -d "$D/arch/x" || return 1
+	inpool diff -r --no-dereference -x sparse.bin "$WORK/tree" "$D/arch/x/tree" >"$out" 2>&1 ||
+		{ show "$out"; why="tree unzipped in the pool differs"; return 1; }
+	inpool cp "$WORK/tree/big.bin" "$D/arch/big" || { why="cp failed"; return 1; }
+	try "$out" "gzip" gzip -k -6 "$D/arch/big" || return 1
+	try "$out" "xz -T2" xz -k -1 -T2 "$D/arch/big" || return 1
+	try "$out" "gzip -t" gzip -t "$D/arch/big.gz" || return 1
+	try "$out" "xz -t" xz -t "$D/arch/big.xz" || return 1
+	inpool xz -dc "$D/arch/big.xz" | cmp -s - "$WORK/tree/big.bin" || { why="xz -dc from the pool differs"; return 1; }
+	inpool gzip -dc "$D/arch/big.gz" | cmp -s - "$WORK/tree/big.bin" || { why="gzip -dc from the pool differs"; return 1; }
+	inpool rm -rf "$D/arch" || { why="rm -rf failed"; return 1; }
+}
+
 # ---- git ---------------------------------------------------------------------------
 # fuse/native: clone (a local clone copies the object files, then checks out), fsck,
 # a commit, gc (repack: pack files written, mapped, renamed, loose objects removed),
@@ -383,6 +439,12 @@ wants fio && run "fio randwrite + crc32c verify, 2 threads x $fio_size" t_fio
 wants postmark && run "postmark $pm_files files, $pm_tx transactions" t_postmark true $pm_files $pm_tx
 wants postmark && run "postmark unbuffered, 500 files, 5000 transactions" t_postmark false 500 5000
 wants coreutils && run "coreutils cp -a/diff/mv/find/du/tar/rm -rf" t_coreutils
+if wants archivers && command -v zip >/dev/null && command -v unzip >/dev/null && command -v xz >/dev/null; then
+	run "zip/unzip/gzip/xz archives in the pool" t_archivers
+fi
+if wants sqlite && [ "$mode" != shim ]; then
+	run "sqlite3 4 concurrent writer processes, shared locking" t_sqlite_conc
+fi
 if wants git && command -v git >/dev/null; then
 	if [ "$mode" = shim ]; then
 		run "git init/add/commit/fsck/log (no forks: shim)" t_git
