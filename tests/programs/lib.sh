@@ -19,6 +19,9 @@
 #                     then /tmp/prog-build/tools/ferrite, then $PATH)
 #   PROG_POOL_SIZE    size of the scratch pool (default 2G)
 #   PROG_TIMEOUT      seconds one program may run before it counts as hung (600)
+#
+# Exit status of the scripts: 0 passed, 1 a check failed, 2 usage or set-up error,
+# 77 skipped (a program, /dev/fuse or the front end is missing).
 
 prog_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 prog_repo=$(cd "$prog_here/../.." && pwd)
@@ -27,6 +30,12 @@ say() { echo "$(date +%T) ${PROG_NAME:-programs}: $*" >&2; }
 die() {
 	say "error: $*"
 	exit 2
+}
+# What this machine lacks (a program, /dev/fuse, a front end): exit 77, which CTest
+# reports as skipped.
+skip_all() {
+	say "skipped: $*"
+	exit 77
 }
 
 find_ferrite() {
@@ -180,7 +189,11 @@ mode_setup() {
 	FERRITE=$(find_ferrite) || die "ferrite command not found; build it or set FERRITE=PATH"
 	local need=run
 	[ "$MODE" = fuse ] && need=mount
-	ferrite_has "$need" || die "$FERRITE has no '$need' subcommand (front end not built yet?)"
+	ferrite_has "$need" || skip_all "$FERRITE has no '$need' subcommand (front end not built?)"
+	if [ "$MODE" = fuse ]; then
+		[ -c /dev/fuse ] || skip_all "no /dev/fuse"
+		command -v fusermount3 >/dev/null || skip_all "fusermount3 not installed"
+	fi
 	POOL=/dev/shm/ferrite-prog-$$.pool
 	bounded "$FERRITE" mkfs --size "$PROG_POOL_SIZE" "$POOL" >"$WORK/mkfs.out" 2>&1 ||
 		{
