@@ -337,6 +337,46 @@ FERRITE_API ssize_t ferrite_listxattrat(ferrite_fs *fs, int dirfd, const char *p
 FERRITE_API int ferrite_removexattrat(ferrite_fs *fs, int dirfd, const char *path, int flags,
 				      const char *name);
 
+/* ---- memory mapping (preload shim) ---------------------------------------- *
+ *
+ * ferrite_mmap maps a file's own pool pages into the process: loads and
+ * stores reach persistent memory with no copy. Stores are durable after
+ * ferrite_msync or ferrite_munmap of their range (they flush and fence).
+ * flags: MAP_SHARED (or MAP_SHARED_VALIDATE) or MAP_PRIVATE (copy-on-write),
+ * optionally MAP_FIXED / MAP_FIXED_NOREPLACE; other flags are ignored.
+ *
+ * While mapped, a file is kept in a large partition (its pages never move when
+ * it grows; a small file is moved into one at ferrite_mmap, which backs at
+ * least 2 MiB) and its inode stays allocated even if unlinked. Holes inside
+ * EOF are backed at ferrite_mmap; pages of the range beyond EOF are left
+ * inaccessible (a SIGSEGV on access, where Linux raises SIGBUS) until
+ * ferrite_mmap_refresh maps those that entered the file since. Shrinking a
+ * mapped file below the mapped pages is refused by front ends that ask
+ * ferrite_mmap_pinned first (the shim does). See docs/contracts.md#mmap. */
+
+/* Maps [offset, offset+len) of fd at addr (a hint unless MAP_FIXED); the
+ * address goes to *out. offset must be page aligned. */
+FERRITE_API int ferrite_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags,
+			     off_t offset, void **out);
+/* Ends the ferrite mappings inside [addr, addr+len) (after flushing shared
+ * ones). Their pages are replaced by an inaccessible reservation, so no other
+ * mapping can slip into the range before the caller munmap(2)s it. Returns
+ * the number of bytes that were ferrite mappings (0: none). */
+FERRITE_API ssize_t ferrite_munmap(ferrite_fs *fs, void *addr, size_t len);
+/* Makes stores to the shared ferrite mappings in [addr, addr+len) durable.
+ * Returns the bytes covered (0: no ferrite mapping there). */
+FERRITE_API ssize_t ferrite_msync(ferrite_fs *fs, void *addr, size_t len, int flags);
+/* To call after mprotect(2) of [addr, addr+len): records prot for the
+ * ferrite mappings there and keeps their pages beyond EOF inaccessible.
+ * Returns the bytes covered. */
+FERRITE_API ssize_t ferrite_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot);
+/* 1 if releasing fd's storage in [from, from+len) (len 0: to the end, as a
+ * truncation to from does) could take pages a mapping uses, else 0. */
+FERRITE_API int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len);
+/* Maps the pages of fd's mappings that entered the file since they were
+ * made (after it grew). Returns 0 or -errno. */
+FERRITE_API int ferrite_mmap_refresh(ferrite_fs *fs, int fd);
+
 #ifdef __cplusplus
 }
 #endif
