@@ -1,0 +1,229 @@
+/*
+ * shim.h -- internal interface of libferrite-preload.so, the LD_PRELOAD front
+ * end: interposed libc calls on paths under the prefix (default /pm) and on
+ * the descriptors they return go into the library in-process; every other call
+ * goes to the next definition (libc) untouched. The shim translates; it holds
+ * no file-system logic.
+ *
+ * Files: core.c (configuration, lazy mount, the descriptor table, errno,
+ * fork), path.c (prefix classification, working directory, realpath),
+ * io.c (descriptor calls), ns.c (path calls: stat, namespace, attributes),
+ * dir.c (DIR streams, getdents64), stdio.c (FILE streams over fopencookie),
+ * exec.c (exec carries open files over), mmap.c (memory mappings).
+ *
+ * Invariants: S1 every descriptor the program sees for a ferrite file is a
+ *               real kernel descriptor (an O_PATH handle of /dev/null) that
+ *               the shim owns, so ferrite and kernel descriptors never share
+ *               a number; its close-on-exec flag is the ferrite descriptor's;
+ *             S2 sh_fd_table[n] != NULL iff kernel descriptor n is such a
+ *               placeholder; it points to the open file description
+ *               (struct sh_file) all descriptors dup'ed from it share;
+ *             S3 calls the library makes (sh_depth > 0 on that thread) and
+ *               calls in a forked child of the pool's owner never enter the
+ *               library through the shim again.
+ * Locking: sh_tab_lock (rwlock) guards the table; an sh_file is reference
+ *   counted (table slots + calls in flight) and closes its ferrite descriptor
+ *   at the last reference.
+ */
+#ifndef FERRITE_SHIM_H
+#define FERRITE_SHIM_H
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ferrite.h"
+
+#define SH_EXPORT __attribute__((visibility("default")))
+
+/* The next definition of a libc function (dlsym(RTLD_NEXT)), cached. */
+void *sh_next(const char *name);
+#define REAL(fn)                                                                                   \
+	({                                                                                         \
+		static __typeof__(&fn) real_##fn##_p;                                              \
+		__typeof__(&fn) p_ = __atomic_load_n(&real_##fn##_p, __ATOMIC_RELAXED);            \
+		if (!p_) {                                                                         \
+			p_ = (__typeof__(&fn))sh_next(#fn);                                        \
+			__atomic_store_n(&real_##fn##_p, p_, __ATOMIC_RELAXED);                    \
+		}                                                                                  \
+		p_;                                                                                \
+	})
+
+/* ---- state (core.c) ------------------------------------------------------ */
+
+extern __thread int sh_depth; /* S3: > 0 while inside the library */
+extern int sh_forked;	      /* this process is a forked child of the owner */
+
+/* Configuration from the environment (FERRITE_PREFIX, FERRITE_POOL). */
+struct sh_config {
+	char prefix[PATH_MAX]; /* normalised, no trailing slash, never "/" */
+	size_t plen;
+	char pool[PATH_MAX]; /* "" = ferrite_default_pool() */
+	mode_t umask;
+};
+extern struct sh_config sh_cfg;
+void sh_config_init(void);
+
+/* The mounted pool, mounting on first use; NULL with *err = -errno when it
+ * cannot be had (the reason is printed once on stderr). */
+ferrite_fs *sh_fs(int *err);
+/* The pool if already mounted (no mount attempt). */
+ferrite_fs *sh_fs_if_mounted(void);
+
+/* Sets errno from a -errno result and returns -1; passes results >= 0. */
+static inline long sh_ret(long rc)
+{
+	if (rc < 0) {
+		errno = (int)-rc;
+		return -1;
+	}
+	return rc;
+}
+
+/* Brackets a library call (S3). */
+#define SH_CALL(expr)                                                                              \
+	({                                                                                         \
+		sh_depth++;                                                                        \
+		__typeof__(expr) sh_r_ = (expr);                                                   \
+		sh_depth--;                                                                        \
+		sh_r_;                                                                             \
+	})
+
+/* ---- descriptors (core.c) ---------------------------------------------------- */
+
+struct sh_file {
+	int ffd;	  /* ferrite descriptor */
+	int refs;	  /* table slots + calls in flight (atomic) */
+	uint64_t ino;	  /* for flock and exec */
+	int oflags;	  /* flags it was opened with */
+	char *path;	  /* pool path at open (exec, fchdir, getcwd); may be NULL */
+	void *dir;	  /* ferrite_dir for getdents64, lazily */
+	int lock;	  /* flock held: 0, LOCK_SH or LOCK_EX (under the flock mutex) */
+	uint64_t exec_id; /* exec.c: groups descriptors of one description */
+};
+
+/* Is kernel descriptor fd ours? Takes a reference (sh_file_put). */
+struct sh_file *sh_file_get(int fd);
+void sh_file_put(struct sh_file *f);
+/* Wraps ferrite descriptor ffd in a new sh_file and a placeholder kernel
+ * descriptor >= minfd (close-on-exec as asked); returns the descriptor or
+ * -errno (ffd is closed then). */
+int sh_install(int ffd, int oflags, const char *path, int minfd, int cloexec);
+/* A new placeholder >= minfd (or exactly at `at` when at >= 0) for f. */
+int sh_dup_to(struct sh_file *f, int minfd, int cloexec, int at);
+/* Drops our side of kernel descriptor fd if it is ours (it was closed or
+ * replaced); returns 1 if it was. */
+int sh_forget(int fd);
+/* Every descriptor of ours: calls fn(fd, file, arg) under the table lock. */
+void sh_for_each(void (*fn)(int fd, struct sh_file *f, void *arg), void *arg);
+/* Restores an entry at an existing placeholder fd (exec.c). */
+int sh_adopt(int fd, struct sh_file *f);
+struct sh_file *sh_file_new(int ffd, int oflags, const char *path);
+
+/* The one-time stderr message for a forked child; returns -EIO. */
+int sh_fork_denied(void);
+
+/* ---- paths (path.c) ------------------------------------------------------ */
+
+/* Where a (dirfd, path) pair leads. */
+struct sh_target {
+	int dirfd;	      /* ferrite dirfd or FERRITE_AT_ROOT */
+	struct sh_file *held; /* reference on the dirfd's file, or NULL */
+	char path[PATH_MAX];  /* path inside the pool */
+};
+/* 1: ferrite (fill t, release with sh_target_done), 0: the kernel's (then
+ * *path may have been rewritten to an absolute path the kernel can resolve,
+ * pointing into t), -errno: an error to report. */
+int sh_classify(int dirfd, const char **path, int empty_ok, struct sh_target *t);
+/* The pool path a target names ("" if unknown), for records (exec, getcwd). */
+void sh_pool_path_of(const struct sh_target *t, char *out, size_t cap);
+void sh_target_done(struct sh_target *t);
+/* Normalises an absolute path lexically ("//", ".", ".."); 0 or -ENAMETOOLONG. */
+int sh_normalise(const char *in, char *out, size_t cap);
+/* Pool path of a prefixed absolute path, or NULL if outside the prefix. */
+const char *sh_strip(const char *norm);
+/* The program-visible absolute path of a pool path (prefix + path). */
+int sh_visible(const char *pool_path, char *out, size_t cap);
+
+/* Working directory inside the prefix: a ferrite O_PATH descriptor. */
+int sh_cwd_ffd(void); /* -1 when the cwd is the kernel's */
+int sh_cwd_set(int ffd, const char *pool_path);
+/* Returns the pool path of the cwd into buf (exec.c), 0 if outside. */
+int sh_cwd_path(char *buf, size_t cap);
+void sh_kcwd_update(void);
+
+/* ---- other modules ------------------------------------------------------------ */
+
+int sh_flock(struct sh_file *f, int op);
+void sh_flock_release(struct sh_file *f);
+int sh_is_our_dir(void *dirp);
+void sh_exec_restore(void);
+int sh_mm_active(void);
+/* Opens (dirfd, path) as a ferrite descriptor if it is a pool path: >= 0
+ * placeholder fd, -errno, or SH_KERNEL (not ours). */
+#define SH_KERNEL (-100000)
+int sh_open_common(int dirfd, const char **path, int flags, mode_t mode);
+extern ferrite_fs *sh_the_fs;
+
+/* Descriptor call on fd: the kernel's unless fd is ours. In lib_expr, FS is
+ * the pool and FFD the ferrite descriptor. */
+#define SH_FD_OP(type, fd, real_expr, lib_expr)                                                    \
+	do {                                                                                       \
+		struct sh_file *f_;                                                                \
+		if (sh_depth || !(f_ = sh_file_get(fd)))                                           \
+			return real_expr;                                                          \
+		long r_ = sh_forked ? sh_fork_denied() : (long)SH_CALL(lib_expr);                  \
+		sh_file_put(f_);                                                                   \
+		return (type)sh_ret(r_);                                                           \
+	} while (0)
+#define FS  sh_the_fs
+#define FFD (f_->ffd)
+
+/* Path call on (dirfd, path): in lib_expr, FS is the pool, DFD and TP the
+ * ferrite dirfd and path. */
+#define SH_PATH_OP(type, dirfd, path, empty_ok, real_expr, lib_expr)                               \
+	do {                                                                                       \
+		struct sh_target t_;                                                               \
+		int c_;                                                                            \
+		if (sh_depth || (c_ = sh_classify(dirfd, &path, empty_ok, &t_)) == 0)              \
+			return real_expr;                                                          \
+		if (c_ < 0)                                                                        \
+			return (type)sh_ret(c_);                                                   \
+		int e_ = 0;                                                                        \
+		long r_ = sh_fs(&e_) ? (long)SH_CALL(lib_expr) : e_;                               \
+		sh_target_done(&t_);                                                               \
+		return (type)sh_ret(r_);                                                           \
+	} while (0)
+#define DFD (t_.dirfd)
+#define TP  (t_.path)
+
+/* Entry points libc exports without declaring them in its headers (the
+ * _FORTIFY_SOURCE checks and the pre-2.33 stat family). */
+struct stat;
+struct stat64;
+char *__getcwd_chk(char *buf, size_t size, size_t buflen);
+char *__realpath_chk(const char *path, char *resolved, size_t resolvedlen);
+ssize_t __read_chk(int fd, void *buf, size_t n, size_t buflen);
+ssize_t __pread_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
+ssize_t __pread64_chk(int fd, void *buf, size_t n, off_t off, size_t buflen);
+ssize_t __readlink_chk(const char *path, char *buf, size_t n, size_t buflen);
+ssize_t __readlinkat_chk(int dirfd, const char *path, char *buf, size_t n, size_t buflen);
+int __open_2(const char *path, int flags);
+int __open64_2(const char *path, int flags);
+int __openat_2(int dirfd, const char *path, int flags);
+int __openat64_2(int dirfd, const char *path, int flags);
+int __xstat(int ver, const char *path, struct stat *st);
+int __xstat64(int ver, const char *path, struct stat64 *st);
+int __lxstat(int ver, const char *path, struct stat *st);
+int __lxstat64(int ver, const char *path, struct stat64 *st);
+int __fxstat(int ver, int fd, struct stat *st);
+int __fxstat64(int ver, int fd, struct stat64 *st);
+int __fxstatat(int ver, int dirfd, const char *path, struct stat *st, int flags);
+int __fxstatat64(int ver, int dirfd, const char *path, struct stat64 *st, int flags);
+int newfstatat(int dirfd, const char *path, struct stat *st, int flags);
+int fcntl64(int fd, int cmd, ...);
+ssize_t getdents64(int fd, void *buf, size_t n);
+
+#endif
