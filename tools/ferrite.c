@@ -27,6 +27,7 @@ static const struct cli_cmd commands[] = {
     {"cp", cmd_cp, "copy files and trees between the host and a pool"},
     {"mount", cmd_mount, "mount a pool on a directory (FUSE)"},
     {"umount", cmd_umount, "unmount it and wait for the pool to be released"},
+    {"run", cmd_run, "run a program with its files under /pm in a pool"},
     {"help", cmd_help, "show the help of a command"},
 };
 

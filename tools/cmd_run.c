@@ -1,0 +1,230 @@
+/*
+ * cmd_run.c -- `ferrite run`: starts a program with libferrite-preload.so
+ * preloaded, so its file calls under the prefix (default /pm) go to a pool
+ * in-process (src/preload). The command checks what it can before the exec
+ * -- the prefix, the pool (formatting the built-in default pool on first
+ * use), that the pool is free -- so failures are reported here in one line
+ * rather than later inside the program.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <dirent.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+#ifndef FERRITE_LIBDIR
+#define FERRITE_LIBDIR "lib"
+#endif
+#define PRELOAD_NAME	      "libferrite-preload.so"
+#define DEFAULT_POOL_PATH     "/dev/shm/ferrite/default.pool"
+#define CLI_EXIT_NOT_FOUND    127
+#define CLI_EXIT_NOT_RUNNABLE 126
+
+static const char run_usage[] =
+    "Usage: ferrite run [--pool POOL] [--prefix DIR] [--] CMD [ARGS...]\n"
+    "\nRun CMD with the Ferrite preload shim: every file call on a path under\n"
+    "DIR (default /pm) goes to POOL inside the process (\"/pm/a/b\" is \"/a/b\"\n"
+    "in the pool); every other path goes to the kernel as usual.\n"
+    "\nOptions:\n"
+    "  --pool POOL    pool to use (default: $FERRITE_POOL, else\n"
+    "                 /dev/shm/ferrite/default.pool, formatted on first use)\n"
+    "  --prefix DIR   absolute directory the pool appears under (default /pm);\n"
+    "                 not /, no '.' or '..' parts, not a non-empty host directory\n"
+    "  -h, --help     show this help\n"
+    "\nThe pool belongs to the process while it runs: a second process, and a\n"
+    "forked child of this one, cannot use it (use `ferrite mount` to share a\n"
+    "pool). Open pool files survive exec.\n"
+    "Exit status: CMD's, or 1 when the pool cannot be used, 2 usage error,\n"
+    "126 CMD not runnable, 127 CMD not found.\n";
+
+struct run_args {
+	const char *pool;
+	const char *prefix;
+	char **cmd;
+};
+
+static int run_parse(int argc, char **argv, struct run_args *a)
+{
+	static const struct option longopts[] = {
+	    {"pool", required_argument, NULL, CLI_OPT_POOL},
+	    {"prefix", required_argument, NULL, 'p'},
+	    {"help", no_argument, NULL, 'h'},
+	    {NULL, 0, NULL, 0},
+	};
+	int opt;
+
+	cli_getopt_begin();
+	/* "+": options end at CMD, whose own options are its business. */
+	while ((opt = getopt_long(argc, argv, "+:h", longopts, NULL)) != -1) {
+		if (opt == CLI_OPT_POOL) {
+			a->pool = optarg;
+		} else if (opt == 'p') {
+			a->prefix = optarg;
+		} else if (opt == 'h') {
+			fputs(run_usage, stdout);
+			return CLI_EXIT_OK;
+		} else {
+			return cli_bad_option("run", opt, argv, CLI_EXIT_USAGE);
+		}
+	}
+	if (optind >= argc)
+		return cli_usage_error("run", CLI_EXIT_USAGE, "no command given");
+	a->cmd = argv + optind;
+	return CLI_CONTINUE;
+}
+
+/* Normalises the prefix into buf; returns CLI_CONTINUE or the exit status. */
+static int run_check_prefix(const char *prefix, char *buf, size_t cap)
+{
+	if (prefix[0] != '/')
+		return cli_usage_error("run", CLI_EXIT_USAGE, "prefix '%s' is not an absolute path",
+				       prefix);
+	size_t n = 0;
+	for (const char *p = prefix; *p;) {
+		while (*p == '/')
+			p++;
+		const char *e = strchrnul(p, '/');
+		size_t len = (size_t)(e - p);
+		if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.'))
+			return cli_usage_error("run", CLI_EXIT_USAGE,
+					       "prefix '%s' has a '.' or '..' part", prefix);
+		if (len) {
+			if (n + len + 2 > cap)
+				return cli_usage_error("run", CLI_EXIT_USAGE, "prefix too long");
+			buf[n++] = '/';
+			memcpy(buf + n, p, len);
+			n += len;
+		}
+		p = e;
+	}
+	buf[n] = 0;
+	if (n == 0)
+		return cli_usage_error("run", CLI_EXIT_USAGE,
+				       "prefix '/' would take over every path; choose a directory "
+				       "such as /pm");
+	DIR *d = opendir(buf);
+	if (d) {
+		struct dirent *e;
+		int entries = 0;
+		while ((e = readdir(d)))
+			if (strcmp(e->d_name, ".") && strcmp(e->d_name, ".."))
+				entries++;
+		closedir(d);
+		if (entries)
+			return cli_usage_error(
+			    "run", CLI_EXIT_USAGE,
+			    "prefix %s is a non-empty directory on the host: its "
+			    "files would be hidden from CMD; choose another --prefix",
+			    buf);
+	}
+	return CLI_CONTINUE;
+}
+
+/* The pool must exist (only the built-in default is created) and be free. */
+static int run_check_pool(const char *pool, int named)
+{
+	struct stat st;
+	if (stat(pool, &st) != 0) {
+		if (errno != ENOENT || named) {
+			cli_fail("run", "", pool,
+				 errno == ENOENT
+				     ? "no such pool (create it with `ferrite mkfs POOL`)"
+				     : strerror(errno));
+			return -errno;
+		}
+		fprintf(stderr, "ferrite run: creating the default pool %s\n", pool);
+		int rc = ferrite_mkfs(pool, NULL);
+		if (rc) {
+			cli_error("run", pool, rc);
+			return rc;
+		}
+	}
+	ferrite_fs *fs;
+	int rc = ferrite_mount(pool, NULL, &fs);
+	if (rc) {
+		cli_error("run", pool, rc);
+		return rc;
+	}
+	return cli_unmount("run", pool, fs);
+}
+
+/* libferrite-preload.so next to this binary (build tree) or in the library
+ * directory of its installation; $FERRITE_PRELOAD_LIB overrides both. */
+static int run_find_shim(char *out, size_t cap)
+{
+	const char *env = getenv("FERRITE_PRELOAD_LIB");
+	if (env && *env) {
+		if (access(env, R_OK) != 0 || !realpath(env, out))
+			return -errno;
+		return 0;
+	}
+	char exe[PATH_MAX - 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -errno;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	const char *rel[] = {"", "/../" FERRITE_LIBDIR, "/../lib"};
+	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
+		char cand[PATH_MAX + 64];
+		int m = snprintf(cand, sizeof(cand), "%s%s/" PRELOAD_NAME, exe, rel[i]);
+		if (m > 0 && (size_t)m < sizeof(cand) && access(cand, R_OK) == 0 &&
+		    realpath(cand, out) && strlen(out) < cap)
+			return 0;
+	}
+	return -ENOENT;
+}
+
+int cmd_run(int argc, char **argv)
+{
+	struct run_args a = {NULL, "/pm", NULL};
+	int rc = run_parse(argc, argv, &a);
+	if (rc != CLI_CONTINUE)
+		return rc;
+	char prefix[PATH_MAX];
+	rc = run_check_prefix(a.prefix, prefix, sizeof(prefix));
+	if (rc != CLI_CONTINUE)
+		return rc;
+	const char *pool = cli_pool(a.pool);
+	int named = a.pool || strcmp(pool, DEFAULT_POOL_PATH) != 0;
+	if (run_check_pool(pool, named))
+		return CLI_EXIT_FAILURE;
+	char shim[PATH_MAX], abspool[PATH_MAX];
+	rc = run_find_shim(shim, sizeof(shim));
+	if (rc) {
+		cli_fail("run", "", PRELOAD_NAME,
+			 "not found next to the ferrite binary nor in its library directory "
+			 "(set FERRITE_PRELOAD_LIB)");
+		return CLI_EXIT_FAILURE;
+	}
+	if (!realpath(pool, abspool)) {
+		cli_fail("run", "", pool, strerror(errno));
+		return CLI_EXIT_FAILURE;
+	}
+	/* The shim goes first so that it sees calls before other preloads. */
+	const char *old = getenv("LD_PRELOAD");
+	size_t len = strlen(shim) + (old ? strlen(old) + 2 : 1);
+	char *preload = malloc(len);
+	if (!preload) {
+		cli_fail("run", "", "LD_PRELOAD", strerror(ENOMEM));
+		return CLI_EXIT_FAILURE;
+	}
+	snprintf(preload, len, "%s%s%s", shim, old && *old ? ":" : "", old ? old : "");
+	if (setenv("LD_PRELOAD", preload, 1) || setenv("FERRITE_POOL", abspool, 1) ||
+	    setenv("FERRITE_PREFIX", prefix, 1)) {
+		cli_fail("run", "", "environment", strerror(errno));
+		return CLI_EXIT_FAILURE;
+	}
+	free(preload);
+	execvp(a.cmd[0], a.cmd);
+	int e = errno;
+	cli_fail("run", "", a.cmd[0], strerror(e));
+	return e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_NOT_RUNNABLE;
+}
