@@ -1,0 +1,408 @@
+/*
+ * shim_test.c -- the preload shim seen from a program: run under
+ * `ferrite run --pool POOL -- shim_test CASE` (run_shim_test.sh does it with
+ * a fresh pool). The program uses plain libc on paths under /pm; each case
+ * checks that descriptors, paths, stdio, dup/fcntl/flock, exec, fork and mmap
+ * behave as on Linux (or as docs/contracts.md#preload says they differ).
+ * Run `shim_test -l` for the list of cases.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static const char *prog;
+static int failures;
+
+#define CHECK(cond)                                                                                \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			fprintf(stderr, "%s:%d: CHECK(%s) failed (errno %d: %s)\n", __FILE__,      \
+				__LINE__, #cond, errno, strerror(errno));                          \
+			failures++;                                                                \
+			return;                                                                    \
+		}                                                                                  \
+	} while (0)
+
+static int is_kernel_fd(int fd)
+{
+	char link[64], target[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", fd);
+	ssize_t n = readlink(link, target, sizeof(target) - 1);
+	return n >= 0;
+}
+
+static int write_all(const char *path, const char *s)
+{
+	int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	if (fd < 0)
+		return -1;
+	ssize_t n = write(fd, s, strlen(s));
+	close(fd);
+	return n == (ssize_t)strlen(s) ? 0 : -1;
+}
+
+/* ---- cases -------------------------------------------------------------------- */
+
+static void case_fds(void)
+{
+	int k1 = open("/dev/null", O_RDONLY);
+	int f1 = open("/pm/a", O_RDWR | O_CREAT, 0644);
+	int k2 = open("/proc/self/status", O_RDONLY);
+	int f2 = open("/pm/b", O_RDWR | O_CREAT, 0644);
+	CHECK(k1 >= 0 && f1 >= 0 && k2 >= 0 && f2 >= 0);
+	int fds[] = {k1, f1, k2, f2};
+	for (int i = 0; i < 4; i++)
+		for (int j = i + 1; j < 4; j++)
+			CHECK(fds[i] != fds[j]);
+	/* Every number the program sees is a real kernel descriptor too. */
+	CHECK(is_kernel_fd(f1) && is_kernel_fd(f2));
+	CHECK(write(f1, "one", 3) == 3 && write(f2, "two!", 4) == 4);
+	CHECK(close(k1) == 0 && close(k2) == 0); /* unrelated closes */
+	struct stat st;
+	CHECK(fstat(f1, &st) == 0 && st.st_size == 3 && S_ISREG(st.st_mode));
+	CHECK(fstat(f2, &st) == 0 && st.st_size == 4);
+	char buf[8] = {0};
+	CHECK(pread(f2, buf, sizeof(buf), 0) == 4 && !memcmp(buf, "two!", 4));
+	int k3 = open("/dev/zero", O_RDONLY); /* may reuse k1's number */
+	CHECK(k3 >= 0 && k3 != f1 && k3 != f2);
+	CHECK(read(k3, buf, 4) == 4 && buf[0] == 0);
+	CHECK(close(f1) == 0 && close(f2) == 0);
+	CHECK(close(f1) == -1 && errno == EBADF);
+	CHECK(read(f2, buf, 1) == -1 && errno == EBADF);
+	CHECK(stat("/pm/a", &st) == 0 && st.st_size == 3);
+	CHECK(stat("/pm/none", &st) == -1 && errno == ENOENT);
+	CHECK(open("/pm/none", O_RDONLY) == -1 && errno == ENOENT);
+	close(k3);
+}
+
+static void case_paths(void)
+{
+	struct stat st;
+	char cwd[PATH_MAX];
+	CHECK(mkdir("/pm/d", 0755) == 0);
+	CHECK(mkdir("/pm/d/e", 0755) == 0);
+	CHECK(write_all("/pm/d/x", "xx") == 0);
+	CHECK(stat("//pm//d/./x", &st) == 0 && st.st_size == 2);
+	CHECK(stat("/pm/", &st) == 0 && S_ISDIR(st.st_mode));
+	CHECK(stat("/pm/d/e/../x", &st) == 0 && st.st_size == 2);
+	/* "/pm/../tmp" leaves the prefix: the kernel's /tmp. */
+	struct stat kst;
+	CHECK(stat("/pm/../tmp", &st) == 0 && stat("/tmp", &kst) == 0 && st.st_ino == kst.st_ino);
+	CHECK(chdir("/pm/d") == 0);
+	CHECK(getcwd(cwd, sizeof(cwd)) && !strcmp(cwd, "/pm/d"));
+	CHECK(stat("x", &st) == 0 && st.st_size == 2);
+	int fd = open("y", O_WRONLY | O_CREAT, 0600);
+	CHECK(fd >= 0 && write(fd, "yyy", 3) == 3 && close(fd) == 0);
+	CHECK(stat("/pm/d/y", &st) == 0 && st.st_size == 3 && (st.st_mode & 0777) == 0600);
+	CHECK(chdir("e") == 0 && getcwd(cwd, sizeof(cwd)) && !strcmp(cwd, "/pm/d/e"));
+	CHECK(stat("../y", &st) == 0 && st.st_size == 3);
+	CHECK(access("../../d/x", R_OK) == 0);
+	char rp[PATH_MAX];
+	CHECK(realpath("../x", rp) && !strcmp(rp, "/pm/d/x"));
+	CHECK(symlink("/pm/d/x", "/pm/d/lnk") == 0);
+	CHECK(realpath("/pm/d/lnk", rp) && !strcmp(rp, "/pm/d/x"));
+	/* Relative paths that climb out of the prefix reach the kernel. */
+	CHECK(stat("../../../tmp", &st) == 0 && st.st_ino == kst.st_ino);
+	CHECK(rename("/pm/d/y", "/pm/d/e/z") == 0 && stat("z", &st) == 0);
+	CHECK(rename("/pm/d/x", "/tmp/ferrite-shim-xdev") == -1 && errno == EXDEV);
+	CHECK(unlink("z") == 0 && stat("z", &st) == -1 && errno == ENOENT);
+	CHECK(chdir("/tmp") == 0 && getcwd(cwd, sizeof(cwd)) && !strcmp(cwd, "/tmp"));
+	CHECK(stat("/pm/d/x", &st) == 0);
+	int dfd = open("/pm/d", O_RDONLY | O_DIRECTORY);
+	CHECK(dfd >= 0 && fstatat(dfd, "x", &st, 0) == 0 && st.st_size == 2);
+	CHECK(fchdir(dfd) == 0 && stat("x", &st) == 0 && close(dfd) == 0);
+	CHECK(getcwd(cwd, sizeof(cwd)) && !strcmp(cwd, "/pm/d"));
+	CHECK(chdir("/") == 0 && stat("pm/d/x", &st) == 0); /* relative from "/" */
+	DIR *d = opendir("/pm/d");
+	CHECK(d);
+	int seen = 0;
+	struct dirent *e;
+	while ((e = readdir(d)))
+		seen |= !strcmp(e->d_name, "x") ? 1 : !strcmp(e->d_name, "e") ? 2 : 0;
+	CHECK(seen == 3 && dirfd(d) >= 0 && closedir(d) == 0);
+	struct dirent **list;
+	int n = scandir("/pm/d", &list, NULL, alphasort);
+	CHECK(n == 5 && !strcmp(list[0]->d_name, ".") && !strcmp(list[2]->d_name, "e"));
+	for (int i = 0; i < n; i++)
+		free(list[i]);
+	free(list);
+}
+
+static void case_stdio(void)
+{
+	FILE *f = fopen("/pm/s.txt", "w");
+	CHECK(f);
+	CHECK(fprintf(f, "line one\nline %d\n", 2) > 0);
+	int fd = fileno(f);
+	CHECK(fd >= 0 && is_kernel_fd(fd));
+	CHECK(fclose(f) == 0);
+	CHECK(fcntl(fd, F_GETFD) == -1 && errno == EBADF); /* fclose closed it */
+	f = fopen("/pm/s.txt", "r+");
+	CHECK(f);
+	char line[64];
+	CHECK(fgets(line, sizeof(line), f) && !strcmp(line, "line one\n"));
+	CHECK(ftell(f) == 9);
+	CHECK(fseek(f, 5, SEEK_SET) == 0 && fgets(line, sizeof(line), f) && !strcmp(line, "one\n"));
+	struct stat st;
+	CHECK(fstat(fileno(f), &st) == 0 && st.st_size == 16);
+	CHECK(fseek(f, 0, SEEK_END) == 0 && fputs("three\n", f) >= 0 && fclose(f) == 0);
+	f = fopen("/pm/s.txt", "a");
+	CHECK(f && fputs("four\n", f) >= 0 && fclose(f) == 0);
+	CHECK(stat("/pm/s.txt", &st) == 0 && st.st_size == 27);
+	fd = open("/pm/s.txt", O_RDONLY);
+	f = fdopen(fd, "r");
+	CHECK(f && fileno(f) == fd && fgets(line, sizeof(line), f) && fclose(f) == 0);
+	CHECK(fopen("/pm/nodir/x", "w") == NULL && errno == ENOENT);
+	f = fopen("/pm/s.txt", "wx");
+	CHECK(f == NULL && errno == EEXIST);
+	CHECK(remove("/pm/s.txt") == 0 && access("/pm/s.txt", F_OK) == -1);
+}
+
+static void case_dup(void)
+{
+	int fd = open("/pm/dup", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(fd >= 0 && fcntl(fd, F_GETFD) == FD_CLOEXEC);
+	CHECK(write(fd, "abcdef", 6) == 6);
+	int d1 = dup(fd);
+	CHECK(d1 >= 0 && d1 != fd && fcntl(d1, F_GETFD) == 0);
+	CHECK(lseek(d1, 1, SEEK_SET) == 1); /* shared offset */
+	char c;
+	CHECK(read(fd, &c, 1) == 1 && c == 'b');
+	int d2 = fcntl(fd, F_DUPFD_CLOEXEC, 100);
+	CHECK(d2 >= 100 && fcntl(d2, F_GETFD) == FD_CLOEXEC);
+	CHECK(fcntl(d2, F_SETFD, 0) == 0 && fcntl(d2, F_GETFD) == 0);
+	/* dup2 onto a kernel descriptor replaces it. */
+	int k = open("/dev/null", O_RDONLY);
+	CHECK(k >= 0 && dup2(fd, k) == k && read(k, &c, 1) == 1 && c == 'c');
+	/* dup2 of a kernel descriptor onto ours drops ours. */
+	int k2 = open("/dev/zero", O_RDONLY);
+	CHECK(dup2(k2, d1) == d1 && read(d1, &c, 1) == 1 && c == 0);
+	CHECK(dup3(fd, fd, 0) == -1 && errno == EINVAL);
+	CHECK(dup2(fd, fd) == fd);
+	int fl = fcntl(fd, F_GETFL);
+	CHECK(fl >= 0 && (fl & O_ACCMODE) == O_RDWR && !(fl & O_APPEND));
+	CHECK(fcntl(fd, F_SETFL, fl | O_APPEND) == 0 && (fcntl(k, F_GETFL) & O_APPEND));
+	CHECK(write(fd, "Z", 1) == 1);
+	struct stat st;
+	CHECK(fstat(d2, &st) == 0 && st.st_size == 7);
+	/* Record locks never conflict inside the pool's one process. */
+	struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 0};
+	CHECK(fcntl(fd, F_SETLK, &lk) == 0);
+	lk.l_type = F_WRLCK;
+	CHECK(fcntl(fd, F_GETLK, &lk) == 0 && lk.l_type == F_UNLCK);
+	lk.l_type = 42;
+	CHECK(fcntl(fd, F_SETLK, &lk) == -1 && errno == EINVAL);
+	int ro = open("/pm/dup", O_RDONLY);
+	lk.l_type = F_WRLCK;
+	CHECK(fcntl(ro, F_SETLK, &lk) == -1 && errno == EBADF);
+	/* flock: per open file description, conflicts between two opens. */
+	CHECK(flock(fd, LOCK_EX | LOCK_NB) == 0);
+	CHECK(flock(k, LOCK_EX | LOCK_NB) == 0); /* same description */
+	CHECK(flock(ro, LOCK_SH | LOCK_NB) == -1 && errno == EWOULDBLOCK);
+	CHECK(flock(fd, LOCK_SH) == 0 && flock(ro, LOCK_SH | LOCK_NB) == 0);
+	CHECK(flock(fd, LOCK_EX | LOCK_NB) == -1 && errno == EWOULDBLOCK);
+	CHECK(close(ro) == 0 && flock(fd, LOCK_EX | LOCK_NB) == 0);
+	CHECK(ioctl(fd, FIONREAD, &fl) == -1 && errno == ENOTTY);
+	CHECK(isatty(fd) == 0);
+	CHECK(close(fd) == 0 && close(k) == 0 && close(d2) == 0 && close(d1) == 0);
+	close(k2);
+}
+
+static void case_exec(void)
+{
+	int fd = open("/pm/ex", O_RDWR | O_CREAT, 0644);
+	int cx = open("/pm/ex", O_RDONLY | O_CLOEXEC);
+	CHECK(fd >= 0 && cx >= 0 && write(fd, "0123456789", 10) == 10);
+	CHECK(lseek(fd, 3, SEEK_SET) == 3);
+	int dupfd = dup(fd);
+	CHECK(mkdir("/pm/exdir", 0755) == 0 && chdir("/pm/exdir") == 0);
+	char a1[16], a2[16], a3[16];
+	snprintf(a1, sizeof(a1), "%d", fd);
+	snprintf(a2, sizeof(a2), "%d", cx);
+	snprintf(a3, sizeof(a3), "%d", dupfd);
+	char *argv[] = {(char *)prog, "exec_child", a1, a2, a3, NULL};
+	char *bad[] = {"/nonexistent/program", NULL};
+	CHECK(execv(bad[0], bad) == -1 && errno == ENOENT);
+	CHECK(read(fd, a1 + 8, 1) == 1 && lseek(fd, 3, SEEK_SET) == 3); /* unchanged */
+	execv(prog, argv);
+	CHECK(!"execv failed");
+}
+
+/* The new image: fd continues at offset 3, cx is closed, dupfd shares fd's
+ * offset, and the working directory is still /pm/exdir. */
+static void case_exec_child(int argc, char **argv)
+{
+	CHECK(argc == 5);
+	int fd = atoi(argv[2]), cx = atoi(argv[3]), dupfd = atoi(argv[4]);
+	char buf[8] = {0}, cwd[PATH_MAX];
+	CHECK(read(fd, buf, 3) == 3 && !memcmp(buf, "345", 3));
+	CHECK(lseek(dupfd, 0, SEEK_CUR) == 6);
+	CHECK(fcntl(cx, F_GETFD) == -1 && errno == EBADF);
+	CHECK(getcwd(cwd, sizeof(cwd)) && !strcmp(cwd, "/pm/exdir"));
+	CHECK(write(fd, "abc", 3) == 3 && close(fd) == 0);
+	struct stat st;
+	CHECK(stat("/pm/ex", &st) == 0 && st.st_size == 10);
+}
+
+static void case_fork(void)
+{
+	int fd = open("/pm/fk", O_RDWR | O_CREAT, 0644);
+	CHECK(fd >= 0 && write(fd, "parent", 6) == 6);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		char c;
+		int ok = read(fd, &c, 1) == -1 && errno == EIO;
+		ok = ok && open("/pm/fk", O_RDONLY) == -1 && errno == EIO;
+		ok = ok && write(fd, "x", 1) == -1 && errno == EIO;
+		ok = ok && close(fd) == 0; /* closing is always allowed */
+		_exit(ok ? 0 : 1);
+	}
+	int status;
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	char buf[8] = {0};
+	CHECK(pread(fd, buf, 6, 0) == 6 && !memcmp(buf, "parent", 6));
+	CHECK(write(fd, "!", 1) == 1 && close(fd) == 0);
+	/* A forked child that execs gets a fresh shim: the pool is busy. */
+	pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		execl(prog, prog, "busy_child", (char *)NULL);
+		_exit(3);
+	}
+	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+}
+
+static void case_busy_child(void)
+{
+	CHECK(open("/pm/fk", O_RDONLY) == -1 && errno == EBUSY);
+}
+
+#define MMAP_LEN (3 * 4096)
+
+static void case_mmap_write(void)
+{
+	int fd = open("/pm/map", O_RDWR | O_CREAT, 0644);
+	CHECK(fd >= 0 && ftruncate(fd, 10000) == 0);
+	char *m = mmap(NULL, MMAP_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED);
+	CHECK(m[0] == 0 && m[9999] == 0);
+	memcpy(m, "mapped!", 7);
+	memcpy(m + 5000, "middle", 6);
+	CHECK(msync(m, MMAP_LEN, MS_SYNC) == 0);
+	char buf[8] = {0};
+	CHECK(pread(fd, buf, 7, 0) == 7 && !memcmp(buf, "mapped!", 7));
+	CHECK(pwrite(fd, "W", 1, 1) == 1 && m[1] == 'W'); /* the same pages */
+	/* Pages a mapping uses cannot be released under it. */
+	CHECK(ftruncate(fd, 0) == -1 && errno == EBUSY);
+	/* Growing maps the new pages into the mapping. */
+	CHECK(ftruncate(fd, MMAP_LEN) == 0);
+	m[MMAP_LEN - 1] = 'E';
+	CHECK(pread(fd, buf, 1, MMAP_LEN - 1) == 1 && buf[0] == 'E');
+	char *p = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 4096);
+	CHECK(p != MAP_FAILED && p[5000 - 4096] == 'm');
+	p[0] = 'P'; /* copy-on-write: the file does not change */
+	CHECK(pread(fd, buf, 1, 4096) == 1 && buf[0] == 0);
+	CHECK(munmap(p, 4096) == 0 && munmap(m, MMAP_LEN) == 0);
+	CHECK(ftruncate(fd, 20000) == 0); /* allowed again */
+	int ro = open("/pm/map", O_RDONLY);
+	CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, ro, 0) == MAP_FAILED &&
+	      errno == EACCES);
+	CHECK(close(ro) == 0 && close(fd) == 0);
+}
+
+/* A new process after mmap_write: the stores are in the pool. */
+static void case_mmap_check(void)
+{
+	int fd = open("/pm/map", O_RDONLY);
+	char buf[8] = {0};
+	CHECK(fd >= 0 && pread(fd, buf, 7, 0) == 7 && !memcmp(buf, "mWpped!", 7));
+	CHECK(pread(fd, buf, 6, 5000) == 6 && !memcmp(buf, "middle", 6));
+	char *m = mmap(NULL, 8192, PROT_READ, MAP_SHARED, fd, 0);
+	CHECK(m != MAP_FAILED && !memcmp(m + 5000, "middle", 6));
+	CHECK(munmap(m, 8192) == 0 && close(fd) == 0);
+}
+
+static void case_copy(void)
+{
+	CHECK(write_all("/pm/src", "copy me please") == 0);
+	int in = open("/pm/src", O_RDONLY), out = open("/pm/dst", O_WRONLY | O_CREAT, 0644);
+	CHECK(in >= 0 && out >= 0 && copy_file_range(in, NULL, out, NULL, 100, 0) == 14);
+	int k = open("/tmp", O_TMPFILE | O_RDWR, 0600);
+	CHECK(k >= 0);
+	loff_t off = 5;
+	CHECK(copy_file_range(in, &off, k, NULL, 100, 0) == 9 && off == 14);
+	char buf[16] = {0};
+	CHECK(pread(k, buf, 9, 0) == 9 && !memcmp(buf, "me please", 9));
+	CHECK(close(in) == 0 && close(out) == 0 && close(k) == 0);
+	struct stat st;
+	CHECK(stat("/pm/dst", &st) == 0 && st.st_size == 14);
+	char tmpl[] = "/pm/tmpXXXXXX";
+	int t = mkstemp(tmpl);
+	CHECK(t >= 0 && strncmp(tmpl, "/pm/tmp", 7) == 0 && stat(tmpl, &st) == 0 && close(t) == 0);
+}
+
+/* ---- table ---------------------------------------------------------------------- */
+
+struct test_case {
+	const char *name;
+	void (*fn)(void);
+};
+
+static const struct test_case cases[] = {
+    {"fds", case_fds},
+    {"paths", case_paths},
+    {"stdio", case_stdio},
+    {"dup", case_dup},
+    {"exec", case_exec},
+    {"fork", case_fork},
+    {"mmap_write", case_mmap_write},
+    {"mmap_check", case_mmap_check},
+    {"copy", case_copy},
+};
+
+int main(int argc, char **argv)
+{
+	prog = argv[0];
+	if (argc < 2) {
+		fprintf(stderr, "usage: %s CASE... | -l\n", argv[0]);
+		return 2;
+	}
+	if (!strcmp(argv[1], "-l")) {
+		for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+			puts(cases[i].name);
+		return 0;
+	}
+	if (!strcmp(argv[1], "exec_child")) {
+		case_exec_child(argc, argv);
+		printf("%s exec (in the new image)\n", failures ? "FAIL" : "ok  ");
+		return failures ? 1 : 0;
+	}
+	if (!strcmp(argv[1], "busy_child")) {
+		case_busy_child();
+		return failures ? 1 : 0;
+	}
+	for (int a = 1; a < argc; a++) {
+		size_t i = 0;
+		while (i < sizeof(cases) / sizeof(cases[0]) && strcmp(cases[i].name, argv[a]))
+			i++;
+		if (i == sizeof(cases) / sizeof(cases[0])) {
+			fprintf(stderr, "unknown case %s\n", argv[a]);
+			return 2;
+		}
+		int before = failures;
+		cases[i].fn();
+		printf("%s %s\n", failures == before ? "ok  " : "FAIL", argv[a]);
+	}
+	return failures ? 1 : 0;
+}
