@@ -350,9 +350,10 @@ FERRITE_API int ferrite_removexattrat(ferrite_fs *fs, int dirfd, const char *pat
  * least 2 MiB) and its inode stays allocated even if unlinked. Holes inside
  * EOF are backed at ferrite_mmap; pages of the range beyond EOF are left
  * inaccessible (a SIGSEGV on access, where Linux raises SIGBUS) until
- * ferrite_mmap_refresh maps those that entered the file since. Shrinking a
- * mapped file below the mapped pages is refused by front ends that ask
- * ferrite_mmap_pinned first (the shim does). See docs/contracts.md#mmap. */
+ * ferrite_mmap_refresh maps those that entered the file since. Front ends
+ * call ferrite_mmap_shrink before a truncation and ferrite_mmap_pinned
+ * before punching a hole, and refuse what would take pages a mapping uses
+ * (the shim does). See docs/contracts.md#mmap. */
 
 /* Maps [offset, offset+len) of fd at addr (a hint unless MAP_FIXED); the
  * address goes to *out. offset must be page aligned. */
@@ -373,6 +374,11 @@ FERRITE_API ssize_t ferrite_mprotect(ferrite_fs *fs, void *addr, size_t len, int
 /* 1 if releasing fd's storage in [from, from+len) (len 0: to the end, as a
  * truncation to from does) could take pages a mapping uses, else 0. */
 FERRITE_API int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len);
+/* Prepares fd's mappings for a truncation to newsize: pages beyond the new
+ * EOF become inaccessible again (they come back when the file grows). -EBUSY
+ * if the truncation would move the pages the mappings use (a file that
+ * becomes small, 256 KiB or less, is copied into a small partition). */
+FERRITE_API int ferrite_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize);
 /* Maps the pages of fd's mappings that entered the file since they were
  * made (after it grew). Returns 0 or -errno. */
 FERRITE_API int ferrite_mmap_refresh(ferrite_fs *fs, int fd);

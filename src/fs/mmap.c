@@ -379,6 +379,47 @@ int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)
 	return pinned;
 }
 
+int ferrite_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
+{
+	fr_err_clear();
+	if (!fs || newsize < 0)
+		return fr_err_finish(-EINVAL);
+	int64_t ino = mm_fd_ino(fs, fd);
+	if (ino < 0)
+		return fr_err_finish((int)ino);
+	int rc = 0;
+	pthread_mutex_lock(&mm_lock);
+	for (struct mm_map *m = mm_head; m && !rc; m = m->next) {
+		if (m->fs != fs || m->ino != (uint64_t)ino)
+			continue;
+		if ((uint64_t)newsize <= MM_SMALL_MAX) {
+			rc = fr_err(-EBUSY,
+				    "a file mapped in memory cannot shrink to %lld bytes "
+				    "(its pages would move)",
+				    (long long)newsize);
+			break;
+		}
+		/* Large partitions release whole windows beyond the new end and
+		 * keep every other page where it is (M1), so cutting the mapping
+		 * at the new EOF is enough (M3, M4). */
+		size_t keep =
+		    (uint64_t)newsize <= m->off
+			? 0
+			: (size_t)FR_MIN((uint64_t)m->filled,
+					 FR_ALIGN_UP((uint64_t)newsize - m->off, FR_PAGE_SIZE));
+		if (keep < m->filled) {
+			if (m->shared && m->prot != PROT_NONE) {
+				pm_flush(m->addr + keep, m->filled - keep);
+				pm_fence();
+			}
+			mm_reserve(m->addr + keep, m->filled - keep, MAP_FIXED);
+			m->filled = keep;
+		}
+	}
+	pthread_mutex_unlock(&mm_lock);
+	return fr_err_finish(rc);
+}
+
 int ferrite_mmap_refresh(ferrite_fs *fs, int fd)
 {
 	fr_err_clear();

@@ -11,7 +11,8 @@
  *               validated and granted, and F_GETLK reports F_UNLCK (open file
  *               description locks included: a documented deviation);
  *             I2 a call that would release pages a mapping uses is refused
- *               with EBUSY (M4 in src/fs/mmap.c); a call that grows a mapped
+ *               with EBUSY, a truncation first cuts the mappings at the new
+ *               EOF (M3, M4 in src/fs/mmap.c); a call that grows a mapped
  *               file maps the new pages (ferrite_mmap_refresh).
  */
 #include <fcntl.h>
@@ -379,9 +380,11 @@ static int do_ftruncate(int ffd, off_t len)
 {
 	if (sh_mm_active()) {
 		struct stat st;
-		if (len >= 0 && SH_CALL(ferrite_fstat(FS, ffd, &st)) == 0 && len < st.st_size &&
-		    SH_CALL(ferrite_mmap_pinned(FS, ffd, len, 0)) == 1)
-			return -EBUSY; /* I2 */
+		int rc = 0;
+		if (len >= 0 && SH_CALL(ferrite_fstat(FS, ffd, &st)) == 0 && len < st.st_size)
+			rc = SH_CALL(ferrite_mmap_shrink(FS, ffd, len));
+		if (rc)
+			return rc; /* I2 */
 	}
 	int rc = SH_CALL(ferrite_ftruncate(FS, ffd, len));
 	if (!rc)

@@ -314,6 +314,16 @@ static void case_mmap_write(void)
 	p[0] = 'P'; /* copy-on-write: the file does not change */
 	CHECK(pread(fd, buf, 1, 4096) == 1 && buf[0] == 0);
 	CHECK(munmap(p, 4096) == 0 && munmap(m, MMAP_LEN) == 0);
+	/* A large mapped file may shrink: the mapping is cut at the new EOF. */
+	int big = open("/pm/bigmap", O_RDWR | O_CREAT, 0644);
+	CHECK(big >= 0 && ftruncate(big, 4 << 20) == 0);
+	char *b = mmap(NULL, 4 << 20, PROT_READ | PROT_WRITE, MAP_SHARED, big, 0);
+	CHECK(b != MAP_FAILED);
+	b[(1 << 20) - 1] = 'B';
+	CHECK(ftruncate(big, 1 << 20) == 0 && b[(1 << 20) - 1] == 'B');
+	CHECK(ftruncate(big, 3 << 20) == 0 && b[(3 << 20) - 1] == 0); /* back again */
+	CHECK(ftruncate(big, 4096) == -1 && errno == EBUSY);
+	CHECK(munmap(b, 4 << 20) == 0 && ftruncate(big, 0) == 0 && close(big) == 0);
 	CHECK(ftruncate(fd, 20000) == 0); /* allowed again */
 	int ro = open("/pm/map", O_RDONLY);
 	CHECK(mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED, ro, 0) == MAP_FAILED &&
