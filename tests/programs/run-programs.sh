@@ -15,12 +15,17 @@
 #   rocksdb   db_bench fillrandom, overwrite, readrandom (three processes, one db),
 #             verifychecksum, then `ldb checkconsistency` = OK
 #   fio       4 KiB random writes with crc32c verify, then a second process verifies
-#             the same files again (verify_only)
+#             the same files again (verify_only); the same through shared mappings
+#             (ioengine=mmap), verified again with pread
 #   postmark  small-file transactions; its output must hold no error and the
 #             transaction count; the directory is empty afterwards
 #   coreutils cp -a of a tree into the pool, diff -r and a listing of types, modes,
-#             sizes, mtimes and link targets; mv; find; du; tar in and out; rm -rf,
+#             sizes, mtimes and link targets; mv (also to and from the host); find;
+#             du; tar in and out; md5sum of every file; dd and
+#             truncate compared with the same on the host; rm -rf,
 #             after which the space is back and fsck is clean
+#             symlinks: relative, absolute into the pool and out of it, followed;
+#             standard output onto pool files (sort -o, uniq IN OUT, bash builtins)
 #   archivers zip -r / unzip -t / unzip of the tree, gzip and xz -T2 of a 3 MiB
 #             file, all in the pool; compared with the originals
 #   (sqlite, fuse/native also: four sqlite3 processes write one database at once
@@ -188,6 +193,18 @@ t_fio() {
 	out=$WORK/fio-verify.out
 	try "$out" "fio verify_only" fio "${job[@]}" --verify_only=1 || return 1
 	fio_errors "$out" || return 1
+	# writes and reads through shared mappings (fio's mmap engine: memcpy + msync),
+	# verified by a second process with pread
+	local mjob=(--name=progmmap --verify_state_save=0 --directory="$dir" --thread --bs=4k
+		--rw=randwrite --size=$fio_size --nrfiles=2 --numjobs=1 --verify=crc32c
+		--verify_fatal=1 --randrepeat=1 --group_reporting)
+	out=$WORK/fio-mmap.out
+	try "$out" "fio mmap randwrite+verify" fio "${mjob[@]}" --ioengine=mmap --do_verify=1 || return 1
+	fio_errors "$out" || return 1
+	out=$WORK/fio-mmap-verify.out
+	try "$out" "fio verify_only (psync) of the mmap-written files" fio "${mjob[@]}" --ioengine=psync --verify_only=1 || return 1
+	fio_errors "$out" || return 1
+	inpool rm -rf "$dir" || { why="rm -rf $dir failed"; return 1; }
 	return 0
 }
 fio_errors() {
@@ -287,8 +304,41 @@ t_coreutils() {
 	inpool tar cf - -C "$D" moved | tar xf - -C "$WORK/out" || { why="tar cf - from the pool failed"; return 1; }
 	diff -r --no-dereference "$t" "$WORK/out/moved" >"$WORK/diff.out" 2>&1 || { show "$WORK/diff.out"; why="tree read back out of the pool differs"; return 1; }
 
-	inpool rm -rf "$D/moved" "$D/untar" "$D/tree.tar" || { why="rm -rf failed"; return 1; }
-	for x in "$D/moved" "$D/untar" "$D/tree.tar"; do
+	# between the pool and the rest: mv copies (EXDEV), both ways
+	cp "$t/big.bin" "$WORK/mv-in"
+	inpool mv "$WORK/mv-in" "$D/mv-in" || { why="mv host -> pool failed"; return 1; }
+	[ ! -e "$WORK/mv-in" ] || { why="mv host -> pool left the source"; return 1; }
+	inpool cmp "$t/big.bin" "$D/mv-in" || { why="mv host -> pool: content differs"; return 1; }
+	inpool mv "$D/mv-in" "$WORK/mv-out" || { why="mv pool -> host failed"; return 1; }
+	cmp -s "$t/big.bin" "$WORK/mv-out" || { why="mv pool -> host: content differs"; return 1; }
+	if inpool stat "$D/mv-in" >/dev/null 2>&1; then why="mv pool -> host left the source"; return 1; fi
+	rm -f "$WORK/mv-out"
+
+	# every file's checksum read in the pool
+	local files=() pfiles=()
+	mapfile -d '' files < <(cd "$t" && find . -type f -print0 | sort -z)
+	pfiles=("${files[@]/#./$D/moved}")
+	(cd "$t" && md5sum "${files[@]}") >"$WORK/md5-host"
+	inpool md5sum "${pfiles[@]}" | sed "s|  $D/moved|  .|" >"$WORK/md5-pool" ||
+		{ why="md5sum in the pool failed"; return 1; }
+	[ "$(wc -l <"$WORK/md5-host")" -gt 10 ] || { why="md5sum: too few files"; return 1; }
+	diff "$WORK/md5-host" "$WORK/md5-pool" >"$WORK/md5.diff" || { show "$WORK/md5.diff"; why="md5sums differ"; return 1; }
+
+	# dd into the middle and past the end, truncate down and up: same as on the host
+	cp "$t/big.bin" "$WORK/edit"
+	inpool cp "$t/big.bin" "$D/edit" || { why="cp failed"; return 1; }
+	for f in "$WORK/edit" "$D/edit"; do
+		inpool dd if="$t/sparse.bin" of="$f" bs=4096 seek=100 count=3 conv=notrunc status=none &&
+			inpool dd if="$t/big.bin" of="$f" bs=1000 skip=7 seek=3200 count=500 conv=notrunc status=none &&
+			inpool truncate -s 1234567 "$f" && inpool truncate -s 4M "$f" &&
+			inpool dd if="$t/big.bin" of="$f" bs=1 count=777 seek=$((5 << 20)) conv=notrunc status=none ||
+			{ why="dd/truncate on $f failed"; return 1; }
+	done
+	inpool cmp "$WORK/edit" "$D/edit" || { why="dd/truncate: the pool file differs from the host's"; return 1; }
+	rm -f "$WORK/edit"
+
+	inpool rm -rf "$D/moved" "$D/untar" "$D/tree.tar" "$D/edit" || { why="rm -rf failed"; return 1; }
+	for x in "$D/moved" "$D/untar" "$D/tree.tar" "$D/edit"; do
 		if inpool stat "$x" >/dev/null 2>&1; then why="$x still exists after rm -rf"; return 1; fi
 	done
 	rm -rf "$WORK/out"
@@ -302,6 +352,51 @@ t_coreutils() {
 	inpool rm -rf "$dst" || { why="second rm -rf failed"; return 1; }
 	space_back "$free_after" "$(pool_free)" $((2 << 20)) || return 1
 	return 0
+}
+
+# ---- symlinks -------------------------------------------------------------------------
+# Links in the pool are followed the way the kernel follows them: relative ones from
+# their directory, absolute ones from the root of the process (so "$D/x" means the
+# pool's x, "/etc/..." the host's file).
+t_symlinks() {
+	local s=$D/sym x
+	inpool mkdir -p "$s/dir/sub" || { why="mkdir failed"; return 1; }
+	printf 'through a link\n' >"$WORK/sym-file"
+	inpool cp "$WORK/sym-file" "$s/dir/sub/f" || { why="cp failed"; return 1; }
+	inpool ln -s dir "$s/rel" || { why="ln -s failed"; return 1; }
+	inpool ln -s "$s/dir" "$s/abs" || { why="ln -s failed"; return 1; }
+	inpool ln -s "$WORK/sym-file" "$s/to-host" || { why="ln -s failed"; return 1; }
+	inpool cmp "$WORK/sym-file" "$s/rel/sub/f" || { why="relative symlink: cannot read $s/rel/sub/f"; return 1; }
+	x=$(inpool readlink -f "$s/abs/sub") || { why="readlink -f failed"; return 1; }
+	[ "$x" = "$s/dir/sub" ] || { why="readlink -f $s/abs/sub says $x"; return 1; }
+	inpool cmp "$WORK/sym-file" "$s/abs/sub/f" ||
+		{ why="absolute symlink into the pool ($s/abs -> $s/dir): cannot read $s/abs/sub/f"; return 1; }
+	inpool cmp "$WORK/sym-file" "$s/to-host" ||
+		{ why="symlink out of the pool ($s/to-host -> $WORK/sym-file): cannot read it"; return 1; }
+	inpool rm -rf "$s" || { why="rm -rf failed"; return 1; }
+}
+
+# ---- stdio onto files in the pool ------------------------------------------------------
+# Programs that point their standard output at a file: sort -o, uniq IN OUT
+# (freopen of stdout), and a shell redirection of builtins (open + dup2 onto fd 1,
+# then stdio writes), all without forking.
+t_stdio() {
+	local x
+	seq 5000 | shuf --random-source=<(yes) >"$WORK/in.txt"
+	sort -n "$WORK/in.txt" >"$WORK/sorted.txt"
+	inpool cp "$WORK/in.txt" "$D/in.txt" || { why="cp failed"; return 1; }
+	inpool sort -n -o "$D/sorted" "$D/in.txt" >"$WORK/stdio.out" 2>&1 ||
+		{ show "$WORK/stdio.out"; why="sort -o $D/sorted failed (repro: ferrite run -- sort -o /pm/out /pm/in)"; return 1; }
+	inpool cmp "$WORK/sorted.txt" "$D/sorted" || { why="sort -o: wrong output"; return 1; }
+	inpool uniq "$D/in.txt" "$D/uniq" >"$WORK/stdio.out" 2>&1 ||
+		{ show "$WORK/stdio.out"; why="uniq IN OUT failed (repro: ferrite run -- uniq /pm/in /pm/out)"; return 1; }
+	inpool cmp "$WORK/in.txt" "$D/uniq" || { why="uniq IN OUT: wrong output"; return 1; }
+	# shellcheck disable=SC2016
+	inpool bash -c 'printf "%s\n" first >"$1" && echo second >>"$1"' redirect "$D/redir" >"$WORK/stdio.out" 2>&1 ||
+		{ show "$WORK/stdio.out"; why="bash builtin redirection into the pool failed (repro: ferrite run -- bash -c 'echo x > /pm/f')"; return 1; }
+	x=$(inpool cat "$D/redir" | tr '\n' ' ')
+	[ "$x" = "first second " ] || { why="bash redirection wrote '$x'"; return 1; }
+	inpool rm -f "$D/in.txt" "$D/sorted" "$D/uniq" "$D/redir" || { why="rm failed"; return 1; }
 }
 
 # ---- sqlite3, several processes at once (fuse/native) -----------------------------
@@ -436,10 +531,12 @@ wants sqlite && run "sqlite3 rollback journal, $sql_rows rows" t_sqlite delete
 wants sqlite && run "sqlite3 WAL exclusive, $sql_rows rows" t_sqlite wal
 wants sqlite && run "sqlite3 WAL exclusive + mmap reads, $sql_rows rows" t_sqlite wal mmap
 wants rocksdb && run "db_bench fillrandom/overwrite/readrandom $rocks_num + ldb checkconsistency" t_rocksdb
-wants fio && run "fio randwrite + crc32c verify, 2 threads x $fio_size" t_fio
+wants fio && run "fio randwrite (psync and mmap) + crc32c verify, 2 threads x $fio_size" t_fio
 wants postmark && run "postmark $pm_files files, $pm_tx transactions" t_postmark true $pm_files $pm_tx
 wants postmark && run "postmark unbuffered, 500 files, 5000 transactions" t_postmark false 500 5000
-wants coreutils && run "coreutils cp -a/diff/mv/find/du/tar/rm -rf" t_coreutils
+wants coreutils && run "coreutils cp -a/diff/mv/find/du/tar/ln/md5sum/dd/truncate/rm -rf" t_coreutils
+wants coreutils && run "symlinks: relative, absolute into the pool, out of the pool" t_symlinks
+wants coreutils && run "stdout onto pool files: sort -o, uniq IN OUT, shell redirection" t_stdio
 if wants archivers && command -v zip >/dev/null && command -v unzip >/dev/null && command -v xz >/dev/null; then
 	run "zip/unzip/gzip/xz archives in the pool" t_archivers
 fi
