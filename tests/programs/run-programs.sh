@@ -526,6 +526,21 @@ run() {
 	fi
 }
 
+# A check that fails for a limitation the front end documents: reported as XFAIL
+# (not counted), and as XPASS once it works.
+run_known() {
+	local name=$1 doc=$2 t0=$SECONDS
+	shift 2
+	why=""
+	say "$name ..."
+	if "$@"; then
+		pass "$name ($((SECONDS - t0)) s) [XPASS: was a documented limitation, $doc]"
+	else
+		results+=("XFAIL $name: ${why:-failed} [documented: $doc]")
+		echo "XFAIL $name: ${why:-failed} [documented: $doc]"
+	fi
+}
+
 wants() { case ",$only," in *,$1,*) return 0 ;; esac; return 1; }
 wants sqlite && run "sqlite3 rollback journal, $sql_rows rows" t_sqlite delete
 wants sqlite && run "sqlite3 WAL exclusive, $sql_rows rows" t_sqlite wal
@@ -536,7 +551,14 @@ wants postmark && run "postmark $pm_files files, $pm_tx transactions" t_postmark
 wants postmark && run "postmark unbuffered, 500 files, 5000 transactions" t_postmark false 500 5000
 wants coreutils && run "coreutils cp -a/diff/mv/find/du/tar/ln/md5sum/dd/truncate/rm -rf" t_coreutils
 wants coreutils && run "symlinks: relative, absolute into the pool, out of the pool" t_symlinks
-wants coreutils && run "stdout onto pool files: sort -o, uniq IN OUT, shell redirection" t_stdio
+if wants coreutils; then
+	if [ "$mode" = shim ]; then
+		run_known "stdout onto pool files: sort -o, uniq IN OUT, shell redirection" \
+			"docs/contracts.md#preload, Not covered: stdio after dup2 onto fd 1; freopen" t_stdio
+	else
+		run "stdout onto pool files: sort -o, uniq IN OUT, shell redirection" t_stdio
+	fi
+fi
 if wants archivers && command -v zip >/dev/null && command -v unzip >/dev/null && command -v xz >/dev/null; then
 	run "zip/unzip/gzip/xz archives in the pool" t_archivers
 fi
