@@ -230,7 +230,7 @@ static int open_checks(ferrite_fs *fs, uint64_t ino, int flags, int created)
 		mask |= 2;
 	int rc = perm_check(cred_get(), NULL, ip, mask);
 	if (!rc && (flags & O_TRUNC) && S_ISREG(m))
-		rc = dp_truncate(fs, ino, 0);
+		rc = mm_truncate(fs, ino, 0);
 	return rc;
 }
 
@@ -607,7 +607,7 @@ int ferrite_ftruncate(ferrite_fs *fs, int fd, off_t length)
 		 !S_ISREG(ino_ptr(fs, of->vn->ino)->i_mode))
 		rc = -EINVAL;
 	else
-		rc = dp_truncate(fs, of->vn->ino, (uint64_t)length);
+		rc = mm_truncate(fs, of->vn->ino, (uint64_t)length);
 	of_put(fs, of);
 	API_RETURN(rc);
 }
@@ -629,7 +629,7 @@ int ferrite_truncate(ferrite_fs *fs, const char *path, off_t length)
 	rc = perm_check(cred_get(), NULL, ip, 2);
 	if (rc)
 		API_RETURN(rc);
-	API_RETURN(dp_truncate(fs, nd.ino, (uint64_t)length));
+	API_RETURN(mm_truncate(fs, nd.ino, (uint64_t)length));
 }
 
 int ferrite_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
@@ -654,7 +654,9 @@ int ferrite_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 	else if (offset > INT64_MAX - len)
 		rc = -EFBIG;
 	else
-		rc = dp_fallocate(fs, of->vn->ino, mode, (uint64_t)offset, (uint64_t)len);
+		rc = (mode & FALLOC_FL_PUNCH_HOLE)
+			 ? mm_punch(fs, of->vn->ino, mode, (uint64_t)offset, (uint64_t)len)
+			 : dp_fallocate(fs, of->vn->ino, mode, (uint64_t)offset, (uint64_t)len);
 	of_put(fs, of);
 	API_RETURN(rc);
 }

@@ -246,6 +246,10 @@ int at_begin(ferrite_fs *fs, int dirfd, const char *path, int flags, uint64_t *a
 	     struct ofile **held);
 void at_end(ferrite_fs *fs, struct ofile *held);
 int opendir_ino(ferrite_fs *fs, uint64_t ino, ferrite_dir **out);
+/* Truncate and punch that respect memory mappings (mmap.c): mapped pages are
+ * never freed (-EBUSY when they would be). */
+int mm_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len);
+int mm_punch(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 void dirstream_close_all(ferrite_fs *fs);
 
 /* fsck (fsck.c) */

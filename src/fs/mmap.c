@@ -17,9 +17,10 @@
  *               addr + len) lies beyond EOF and is an inaccessible (PROT_NONE)
  *               reservation; the whole range is never a hole in the address
  *               space, so no other mmap can land inside it;
- *             M4 pages are released only by shrinking (truncate, punch);
- *               front ends ask ferrite_mmap_pinned before those and refuse
- *               them, so mapped pages are never handed to another file.
+ *             M4 pages are released only by shrinking (truncate, punch),
+ *               which the library does under mm_lock after cutting or
+ *               refusing (mm_truncate, mm_punch): mapped pages are never
+ *               handed to another file.
  * Crash argument: nothing here is persistent except the data stores the
  *   program makes; backing holes goes through dp_fallocate (zeroed, logged).
  * Locking: mm_lock (global) orders before inode locks; see
@@ -357,6 +358,22 @@ static int64_t mm_fd_ino(ferrite_fs *fs, int fd)
 	return ino;
 }
 
+/* Is any page of [lo, hi) of ino mapped? mm_lock held. */
+static int mm_pinned_ino(ferrite_fs *fs, uint64_t ino, uint64_t lo, uint64_t hi)
+{
+	for (struct mm_map *m = mm_head; m; m = m->next)
+		if (m->fs == fs && m->ino == ino && m->off < hi && m->off + m->len > lo)
+			return 1;
+	return 0;
+}
+
+/* Shrinking releases whole windows beyond the new end, and a file that
+ * becomes small is copied into a small partition (every page moves). */
+static uint64_t mm_shrink_from(uint64_t newsize)
+{
+	return newsize <= MM_SMALL_MAX ? 0 : FR_ALIGN_DOWN(newsize, FR_UNIT_SIZE);
+}
+
 int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)
 {
 	fr_err_clear();
@@ -365,18 +382,43 @@ int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)
 	int64_t ino = mm_fd_ino(fs, fd);
 	if (ino < 0)
 		return fr_err_finish((int)ino);
-	/* Shrinking releases whole windows beyond the new end, and a file that
-	 * becomes small is copied into a small partition (every page moves). */
 	uint64_t lo = (uint64_t)from, hi = len ? (uint64_t)from + (uint64_t)len : UINT64_MAX;
 	if (!len)
-		lo = from <= (off_t)MM_SMALL_MAX ? 0 : FR_ALIGN_DOWN((uint64_t)from, FR_UNIT_SIZE);
-	int pinned = 0;
+		lo = mm_shrink_from((uint64_t)from);
 	pthread_mutex_lock(&mm_lock);
-	for (struct mm_map *m = mm_head; m && !pinned; m = m->next)
-		pinned =
-		    m->fs == fs && m->ino == (uint64_t)ino && m->off < hi && m->off + m->len > lo;
+	int pinned = mm_pinned_ino(fs, (uint64_t)ino, lo, hi);
 	pthread_mutex_unlock(&mm_lock);
 	return pinned;
+}
+
+/* Cuts the mappings of ino at newsize, or refuses the shrink. mm_lock held. */
+static int mm_shrink_ino(ferrite_fs *fs, uint64_t ino, uint64_t newsize)
+{
+	for (struct mm_map *m = mm_head; m; m = m->next) {
+		if (m->fs != fs || m->ino != ino)
+			continue;
+		if (newsize <= MM_SMALL_MAX)
+			return fr_err(-EBUSY,
+				      "a file mapped in memory cannot shrink to %llu bytes "
+				      "(its pages would move)",
+				      (unsigned long long)newsize);
+		/* Large partitions release whole windows beyond the new end and
+		 * keep every other page where it is (M1), so cutting the mapping
+		 * at the new EOF is enough (M3, M4). */
+		size_t keep = newsize <= m->off
+				  ? 0
+				  : (size_t)FR_MIN((uint64_t)m->filled,
+						   FR_ALIGN_UP(newsize - m->off, FR_PAGE_SIZE));
+		if (keep < m->filled) {
+			if (m->shared && m->prot != PROT_NONE) {
+				pm_flush(m->addr + keep, m->filled - keep);
+				pm_fence();
+			}
+			mm_reserve(m->addr + keep, m->filled - keep, MAP_FIXED);
+			m->filled = keep;
+		}
+	}
+	return 0;
 }
 
 int ferrite_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
@@ -387,37 +429,34 @@ int ferrite_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
 	int64_t ino = mm_fd_ino(fs, fd);
 	if (ino < 0)
 		return fr_err_finish((int)ino);
-	int rc = 0;
 	pthread_mutex_lock(&mm_lock);
-	for (struct mm_map *m = mm_head; m && !rc; m = m->next) {
-		if (m->fs != fs || m->ino != (uint64_t)ino)
-			continue;
-		if ((uint64_t)newsize <= MM_SMALL_MAX) {
-			rc = fr_err(-EBUSY,
-				    "a file mapped in memory cannot shrink to %lld bytes "
-				    "(its pages would move)",
-				    (long long)newsize);
-			break;
-		}
-		/* Large partitions release whole windows beyond the new end and
-		 * keep every other page where it is (M1), so cutting the mapping
-		 * at the new EOF is enough (M3, M4). */
-		size_t keep =
-		    (uint64_t)newsize <= m->off
-			? 0
-			: (size_t)FR_MIN((uint64_t)m->filled,
-					 FR_ALIGN_UP((uint64_t)newsize - m->off, FR_PAGE_SIZE));
-		if (keep < m->filled) {
-			if (m->shared && m->prot != PROT_NONE) {
-				pm_flush(m->addr + keep, m->filled - keep);
-				pm_fence();
-			}
-			mm_reserve(m->addr + keep, m->filled - keep, MAP_FIXED);
-			m->filled = keep;
-		}
-	}
+	int rc = mm_shrink_ino(fs, (uint64_t)ino, (uint64_t)newsize);
 	pthread_mutex_unlock(&mm_lock);
 	return fr_err_finish(rc);
+}
+
+/* The library's own truncate and punch go through these, under mm_lock, so
+ * no caller of the C API (nor a thread racing a front end's check) can free
+ * pages a mapping still shows (M4). */
+int mm_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len)
+{
+	pthread_mutex_lock(&mm_lock);
+	int shrinks = len < __atomic_load_n(&ino_ptr(fs, ino)->i_size, __ATOMIC_ACQUIRE);
+	int rc = (mm_head && shrinks) ? mm_shrink_ino(fs, ino, len) : 0;
+	if (!rc)
+		rc = dp_truncate(fs, ino, len);
+	pthread_mutex_unlock(&mm_lock);
+	return rc;
+}
+
+int mm_punch(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
+{
+	pthread_mutex_lock(&mm_lock);
+	int rc = mm_pinned_ino(fs, ino, off, off + len)
+		     ? fr_err(-EBUSY, "cannot punch a hole in a range mapped in memory")
+		     : dp_fallocate(fs, ino, mode, off, len);
+	pthread_mutex_unlock(&mm_lock);
+	return rc;
 }
 
 int ferrite_mmap_refresh(ferrite_fs *fs, int fd)
