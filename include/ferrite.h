@@ -190,26 +190,24 @@ FERRITE_API ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf
  * f*xattr, the *at calls with AT_EMPTY_PATH, ferrite_reopen and use as a
  * dirfd work; read/write/ftruncate give -EBADF. O_PATH|O_NOFOLLOW may name a
  * symbolic link itself. */
-FERRITE_API int ferrite_openat(ferrite_fs *fs, int dirfd, const char *path, int flags,
-			       mode_t mode);
+FERRITE_API int ferrite_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode);
 /* Opens the inode fd names again with new flags (access checked against the
  * caller's credentials), like open("/proc/self/fd/N"). O_CREAT/O_EXCL are
  * -EINVAL; O_TRUNC truncates. */
 FERRITE_API int ferrite_reopen(ferrite_fs *fs, int fd, int flags);
 FERRITE_API int ferrite_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st,
 				int flags);
-FERRITE_API int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode,
-				  int flags);
+FERRITE_API int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags);
 FERRITE_API int ferrite_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode,
 				 int flags);
-FERRITE_API int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid,
-				 gid_t gid, int flags);
+FERRITE_API int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid,
+				 int flags);
 FERRITE_API int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path,
 				  const struct timespec times[2], int flags);
 FERRITE_API int ferrite_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode);
 FERRITE_API int ferrite_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags);
-FERRITE_API int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath,
-				  int newdirfd, const char *newpath, unsigned flags);
+FERRITE_API int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+				  const char *newpath, unsigned flags);
 FERRITE_API int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
 			       const char *newpath, int flags);
 FERRITE_API int ferrite_symlinkat(ferrite_fs *fs, const char *target, int newdirfd,
@@ -229,6 +227,15 @@ FERRITE_API int ferrite_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out);
  * ignored, as Linux ignores those it cannot change). */
 FERRITE_API int ferrite_getfl(ferrite_fs *fs, int fd);
 FERRITE_API int ferrite_setfl(ferrite_fs *fs, int fd, int flags);
+
+/* Where the pool appears on the host (the preload shim's prefix, e.g. "/pm";
+ * NULL: nowhere, the default). Absolute symlink targets are then host paths:
+ * those under the prefix lead back into the pool; any other makes the call
+ * fail with -EXDEV and ferrite_escaped_path() gives the host path to go on
+ * with (target plus the rest of the path; valid until the thread's next
+ * call). Without a prefix, absolute targets start at the pool's root. */
+FERRITE_API int ferrite_set_link_prefix(ferrite_fs *fs, const char *prefix);
+FERRITE_API const char *ferrite_escaped_path(void);
 
 /* Copies len bytes between two ferrite descriptors inside the library. A
  * NULL offset pointer uses and advances the descriptor's position. Returns

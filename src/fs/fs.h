@@ -67,6 +67,9 @@ struct ferrite_fs {
 
 	pthread_mutex_t dir_lock;
 	struct ferrite_dir *streams; /* open directory streams */
+
+	char *link_prefix; /* where the pool appears on the host (ferrite_set_link_prefix) */
+	size_t link_prefix_len;
 };
 
 /* ---- inodes (inode.c) ---------------------------------------------------- */

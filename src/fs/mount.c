@@ -84,6 +84,7 @@ static void fs_free(ferrite_fs *fs)
 	free(fs->locks);
 	free(fs->vn_hash);
 	free(fs->fds);
+	free(fs->link_prefix);
 	free(fs);
 }
 

@@ -91,6 +91,31 @@ void nd_unlock(ferrite_fs *fs, struct nameidata *nd)
 	}
 }
 
+static __thread char escaped_path[FS_PATH_MAX];
+
+const char *ferrite_escaped_path(void)
+{
+	return escaped_path;
+}
+
+/* An absolute symlink target is a host path when the pool has a place on
+ * the host: under the prefix it leads back into the pool (strip it), else out
+ * of it (-EXDEV; the front end follows ferrite_escaped_path() on the host). */
+static int host_absolute(ferrite_fs *fs, const char **p)
+{
+	size_t pl = fs->link_prefix_len;
+	if (!fs->link_prefix)
+		return 0;
+	if (strncmp(*p, fs->link_prefix, pl) == 0 && ((*p)[pl] == '/' || (*p)[pl] == 0)) {
+		*p += pl;
+		return 0;
+	}
+	if (strlen(*p) >= sizeof(escaped_path))
+		return -ENAMETOOLONG;
+	strcpy(escaped_path, *p);
+	return fr_err(-EXDEV, "a symbolic link leads out of the pool, to %s", escaped_path);
+}
+
 int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct nameidata *nd)
 {
 	if (!path)
@@ -206,8 +231,12 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 			free(buf);
 			buf = nbuf;
 			p = buf;
-			if (tgt[0] == '/')
+			if (tgt[0] == '/') {
 				cur = fs->root_ino;
+				rc = host_absolute(fs, &p);
+				if (rc)
+					break;
+			}
 			continue;
 		}
 		if (last) {
@@ -230,6 +259,28 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 	free(buf);
 	free(tgt);
 	return rc;
+}
+
+int ferrite_set_link_prefix(ferrite_fs *fs, const char *prefix)
+{
+	fr_err_clear();
+	if (!fs)
+		return fr_err_finish(-EINVAL);
+	char *copy = NULL;
+	if (prefix) {
+		size_t n = strlen(prefix);
+		while (n > 1 && prefix[n - 1] == '/')
+			n--;
+		if (prefix[0] != '/' || n < 2 || n >= FS_PATH_MAX)
+			return fr_err_finish(fr_err(-EINVAL, "the link prefix must be an absolute "
+							     "path other than /"));
+		if (!(copy = strndup(prefix, n)))
+			return fr_err_finish(-ENOMEM);
+	}
+	free(fs->link_prefix);
+	fs->link_prefix = copy;
+	fs->link_prefix_len = copy ? strlen(copy) : 0;
+	return 0;
 }
 
 int nd_dir_still_valid(ferrite_fs *fs, struct nameidata *nd)

@@ -17,6 +17,7 @@
  *   into the library except mount_lock during the mount itself.
  */
 #include <fcntl.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,6 +106,8 @@ ferrite_fs *sh_fs(int *err)
 			fprintf(stderr, "ferrite: cannot mount the pool for %s: %s\n",
 				sh_cfg.prefix, SH_CALL(ferrite_errmsg()));
 		} else {
+			/* Absolute links to /pm/... lead back in; others out (sh_escaped). */
+			SH_CALL(ferrite_set_link_prefix(fs, sh_cfg.prefix));
 			__atomic_store_n(&sh_the_fs, fs, __ATOMIC_RELEASE);
 		}
 	}
@@ -113,6 +116,17 @@ ferrite_fs *sh_fs(int *err)
 		*err = mount_err;
 	pthread_mutex_unlock(&mount_lock);
 	return fs;
+}
+
+int sh_escaped(const char **path)
+{
+	static __thread char host[PATH_MAX];
+	const char *e = SH_CALL(ferrite_escaped_path());
+	if (!e || e[0] != '/' || strlen(e) >= sizeof(host))
+		return 0;
+	strcpy(host, e);
+	*path = host;
+	return 1;
 }
 
 int sh_fork_denied(void)

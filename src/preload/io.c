@@ -65,6 +65,10 @@ int sh_open_common(int dirfd, const char **pathp, int flags, mode_t mode)
 		char pp[PATH_MAX];
 		sh_pool_path_of(&t, pp, sizeof(pp));
 		rc = SH_CALL(ferrite_openat(fs, t.dirfd, t.path, flags, mode & ~sh_cfg.umask));
+		if (rc == -EXDEV && sh_escaped(pathp)) {
+			sh_target_done(&t);
+			return SH_KERNEL;
+		}
 		if (rc >= 0)
 			rc = sh_install(rc, flags, pp[0] ? pp : NULL, 0, flags & O_CLOEXEC);
 	}

@@ -165,6 +165,9 @@ int sh_mm_active(void);
  * placeholder fd, -errno, or SH_KERNEL (not ours). */
 #define SH_KERNEL (-100000)
 int sh_open_common(int dirfd, const char **path, int flags, mode_t mode);
+/* After -EXDEV from the library: a symlink in the pool led out of it. Points
+ * *path at the host path to go on with (thread-local) and returns 1. */
+int sh_escaped(const char **path);
 extern ferrite_fs *sh_the_fs;
 
 /* Descriptor call on fd: the kernel's unless fd is ours. In lib_expr, FS is
@@ -194,6 +197,8 @@ extern ferrite_fs *sh_the_fs;
 		int e_ = 0;                                                                        \
 		long r_ = sh_fs(&e_) ? (long)SH_CALL(lib_expr) : e_;                               \
 		sh_target_done(&t_);                                                               \
+		if (r_ == -EXDEV && sh_escaped(&path))                                             \
+			return real_expr;                                                          \
 		return (type)sh_ret(r_);                                                           \
 	} while (0)
 #define DFD (t_.dirfd)

@@ -307,6 +307,36 @@ static int case_copy_file_range(void)
 	return 0;
 }
 
+/* With the pool placed at a host prefix, absolute links under it lead back
+ * into the pool and others leave it (-EXDEV and the host path to follow). */
+static int case_link_prefix(void)
+{
+	FT_OK(ferrite_mkdir(fs, "/lp", 0755));
+	FT_OK(mkfile(FERRITE_AT_ROOT, "/lp/f", 7, 9));
+	FT_OK(ferrite_symlink(fs, "/pm/lp", "/lp/in"));
+	FT_OK(ferrite_symlink(fs, "/pm", "/lp/root"));
+	FT_OK(ferrite_symlink(fs, "/etc", "/lp/out"));
+	FT_OK(ferrite_set_link_prefix(fs, "/pm/"));
+	struct stat st;
+	FT_OK(ferrite_stat(fs, "/lp/in/f", &st));
+	FT_EQ(st.st_size, 7);
+	FT_OK(ferrite_stat(fs, "/lp/root/lp/f", &st));
+	FT_EQ(st.st_size, 7);
+	FT_ERR(ferrite_stat(fs, "/lp/out/passwd", &st), EXDEV);
+	FT_CHECK(strcmp(ferrite_escaped_path(), "/etc/passwd") == 0, "escaped to %s",
+		 ferrite_escaped_path());
+	FT_OK(ferrite_lstat(fs, "/lp/out", &st)); /* the link itself is in the pool */
+	FT_ERR(ferrite_set_link_prefix(fs, "relative"), EINVAL);
+	FT_ERR(ferrite_set_link_prefix(fs, "/"), EINVAL);
+	FT_OK(ferrite_set_link_prefix(fs, NULL));
+	FT_ERR(ferrite_stat(fs, "/lp/in/f", &st), ENOENT); /* /pm/lp inside the pool */
+	const char *names[] = {"/lp/in", "/lp/root", "/lp/out", "/lp/f"};
+	for (int i = 0; i < 4; i++)
+		FT_OK(ferrite_unlink(fs, names[i]));
+	FT_OK(ferrite_rmdir(fs, "/lp"));
+	return 0;
+}
+
 static const struct ft_case cases[] = {
     {"openat_relative", case_openat_relative, 0},
     {"dirfd_follows_renames", case_dirfd_follows_renames, 0},
@@ -317,6 +347,7 @@ static const struct ft_case cases[] = {
     {"fdopendir", case_fdopendir, 0},
     {"status_flags", case_status_flags, 0},
     {"copy_file_range", case_copy_file_range, 0},
+    {"link_prefix", case_link_prefix, FT_ORACLE_SKIP},
 };
 
 int main(int argc, char **argv)

@@ -627,3 +627,14 @@ ssize_t ferrite_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd
 {
 	LR_RETSZ("copy_file_range", copy_file_range(fd_in, off_in, fd_out, off_out, len, flags));
 }
+
+/* The host namespace has no prefix to strip: the cases using it are skipped. */
+int ferrite_set_link_prefix(ferrite_fs *fs, const char *prefix)
+{
+	return lr_fail("set_link_prefix", EOPNOTSUPP);
+}
+
+const char *ferrite_escaped_path(void)
+{
+	return "";
+}
