@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/xattr.h>
@@ -573,6 +574,24 @@ int main(int argc, char **argv)
 	}
 	if (!src || !mnt)
 		usage(argv[0]);
+
+	/* one O_PATH descriptor per inode the kernel knows: postmark's 20 000 files
+	 * need more than the usual soft limit; root may raise the hard one too */
+	struct rlimit rl;
+	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
+		FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+		unsigned long nr_open = 0;
+		if (f) {
+			if (fscanf(f, "%lu", &nr_open) != 1)
+				nr_open = 0;
+			fclose(f);
+		}
+		struct rlimit want = {.rlim_cur = nr_open, .rlim_max = nr_open};
+		if (!nr_open || setrlimit(RLIMIT_NOFILE, &want) != 0) {
+			rl.rlim_cur = rl.rlim_max;
+			setrlimit(RLIMIT_NOFILE, &rl);
+		}
+	}
 
 	pthread_mutex_init(&g_fs.lock, NULL);
 	g_fs.nbuckets = 65521;

@@ -19,7 +19,8 @@
 # to stdout, every sample to --json FILE.
 #
 # Environment: FERRITE=PATH (the ferrite command), PT_OPTS (extra options for the
-# passthrough, to match ferrite's FUSE settings), BENCH_POOL_SIZE (default 4G, quick 2G).
+# passthrough, to match ferrite's FUSE settings), BENCH_POOL_SIZE (default 4G, quick 2G),
+# BENCH_POOL (default /dev/shm/ferrite-progbench-PID.pool; formatted and removed).
 # ext4 needs root; without it (or without `ferrite run` / `ferrite mount`) the
 # affected columns say "skipped" and why.
 set -euo pipefail
@@ -79,7 +80,7 @@ done
 WORK=$(mktemp -d /tmp/ferrite-progbench.XXXXXX)
 cd "$WORK"
 TMPD=/dev/shm/ferrite-progbench-$$        # tmpfs column, and the passthrough's source
-POOL=/dev/shm/ferrite-progbench-$$.pool
+POOL=${BENCH_POOL:-/dev/shm/ferrite-progbench-$$.pool} # formatted, and removed at the end
 FMNT=/tmp/ferrite-progbench-$$.fuse       # ferrite mount
 PMNT=/tmp/ferrite-progbench-$$.pt         # passthrough mount
 EMNT=/tmp/ferrite-progbench-$$.ext4
@@ -94,14 +95,11 @@ unmount_fuse() { # DIR
 	else
 		fusermount3 -u "$1" 2>/dev/null || fusermount3 -uz "$1"
 	fi
+	# (ferrite umount returns once its daemon has closed the pool, so the shim
+	# can open it right after)
 	local i
 	for i in $(seq 100); do
 		mountpoint -q "$1" || break
-		sleep 0.05
-	done
-	# the pool must be free again before the shim opens it
-	for i in $(seq 100); do
-		[ "$1" = "$FMNT" ] && fuser -s "$POOL" 2>/dev/null || break
 		sleep 0.05
 	done
 }
