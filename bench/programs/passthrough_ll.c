@@ -16,13 +16,15 @@
  *     --timeout=SEC      entry and attribute timeout (default 1.0)
  *     --direct-io        open files with direct_io (no page cache)
  *     --no-keep-cache    drop the page cache when a file is opened
+ *     --xattr            forward extended attributes (default: ENOSYS, see below)
  *     -o OPTS            passed to FUSE (e.g. allow_other)
  * Defaults: what ferrite's daemon asks for (src/fuse): no writeback cache, no splice,
  * keep_cache, 1 MiB writes and readahead, cloned queue descriptors.
  *
  * Inodes: the kernel's node id is the address of a struct pt_node that holds an
- * O_PATH descriptor of the host object and the kernel's lookup count; nodes are found
- * by (st_dev, st_ino) so hard links share one, and are freed when the count drops to
+ * O_PATH descriptor of the host object (or, past half the descriptor limit, a file
+ * handle: see pt_fd_of) and the kernel's lookup count; nodes are found by
+ * (st_dev, st_ino) so hard links share one, and are freed when the count drops to
  * zero (forget). Handles of open files and directories are host descriptors / DIR *.
  * Locking: pt_fs.lock guards the node table and lookup counts; nothing else is shared.
  * Error convention: each handler makes its call and replies errno, nothing more.
@@ -46,7 +48,8 @@
 #include <unistd.h>
 
 struct pt_node {
-	int fd; /* O_PATH descriptor of the host object */
+	int fd; /* O_PATH descriptor of the host object, or -1: reopened from fh */
+	struct file_handle *fh; /* when fd is -1 */
 	dev_t dev;
 	ino_t ino;
 	uint64_t nlookup;
@@ -61,7 +64,10 @@ struct pt_fs {
 	double timeout;
 	int direct_io;
 	int keep_cache;
+	int xattr; /* forward extended attributes (else ENOSYS: the kernel stops asking) */
 	unsigned max_write;
+	long nfds, maxfds; /* node descriptors held, and how many may be */
+	int mount_fd;      /* for open_by_handle_at (an O_PATH one will not do) */
 };
 
 static struct pt_fs g_fs;
@@ -77,9 +83,75 @@ static struct pt_node *pt_node_of(fuse_ino_t ino)
 	return ino == FUSE_ROOT_ID ? &g_fs.root : (struct pt_node *)(uintptr_t)ino;
 }
 
+/*
+ * Descriptors: a node keeps its O_PATH descriptor while fewer than maxfds are held
+ * (half the descriptor limit); beyond that (postmark's 20 000 files) it keeps a file
+ * handle and each use reopens it into a per-thread ring of PT_RING descriptors, each
+ * closed when the ring comes round again. A request uses at most two nodes, so its
+ * descriptors stay open until it has replied.
+ */
+#define PT_RING 4
+struct pt_ring {
+	int fd[PT_RING];
+	unsigned next;
+};
+static pthread_key_t pt_ring_key;
+
+static void pt_ring_free(void *p)
+{
+	struct pt_ring *r = p;
+	for (int i = 0; i < PT_RING; i++)
+		if (r->fd[i] >= 0)
+			close(r->fd[i]);
+	free(r);
+}
+
 static int pt_fd_of(fuse_ino_t ino)
 {
-	return pt_node_of(ino)->fd;
+	struct pt_node *n = pt_node_of(ino);
+	if (n->fd >= 0)
+		return n->fd;
+	struct pt_ring *r = pthread_getspecific(pt_ring_key);
+	if (!r) {
+		if (!(r = malloc(sizeof(*r))))
+			return -1;
+		for (int i = 0; i < PT_RING; i++)
+			r->fd[i] = -1;
+		r->next = 0;
+		pthread_setspecific(pt_ring_key, r);
+	}
+	int fd = open_by_handle_at(g_fs.mount_fd, n->fh, O_PATH);
+	if (fd < 0)
+		return -1; /* the call it is passed to fails with EBADF */
+	unsigned i = r->next++ % PT_RING;
+	if (r->fd[i] >= 0)
+		close(r->fd[i]);
+	r->fd[i] = fd;
+	return fd;
+}
+
+/* Node N gets descriptor FD (called with g_fs.lock): kept, or traded for a handle. */
+static void pt_node_set_fd(struct pt_node *n, int fd)
+{
+	if (g_fs.nfds < g_fs.maxfds) {
+		n->fd = fd;
+		g_fs.nfds++;
+		return;
+	}
+	struct file_handle *fh = malloc(sizeof(*fh) + MAX_HANDLE_SZ);
+	int mount_id;
+	if (fh) {
+		fh->handle_bytes = MAX_HANDLE_SZ;
+		if (name_to_handle_at(fd, "", fh, &mount_id, AT_EMPTY_PATH) == 0) {
+			n->fh = fh;
+			n->fd = -1;
+			close(fd);
+			return;
+		}
+		free(fh);
+	}
+	n->fd = fd; /* no handles here: keep the descriptor after all */
+	g_fs.nfds++;
 }
 
 static size_t pt_bucket(dev_t dev, ino_t ino)
@@ -120,7 +192,7 @@ static int pt_lookup_entry(fuse_ino_t parent, const char *name, struct fuse_entr
 			close(fd);
 			return ENOMEM;
 		}
-		n->fd = fd;
+		pt_node_set_fd(n, fd);
 		n->dev = e->attr.st_dev;
 		n->ino = e->attr.st_ino;
 		n->nlookup = 1;
@@ -146,7 +218,11 @@ static void pt_forget_one(fuse_ino_t ino, uint64_t count)
 		while (*pp != n)
 			pp = &(*pp)->next;
 		*pp = n->next;
-		close(n->fd);
+		if (n->fd >= 0) {
+			close(n->fd);
+			g_fs.nfds--;
+		}
+		free(n->fh);
 		free(n);
 	}
 	pthread_mutex_unlock(&g_fs.lock);
@@ -490,6 +566,79 @@ static void pt_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, of
 	fuse_reply_err(req, fallocate((int)fi->fh, mode, off, len) < 0 ? errno : 0);
 }
 
+/*
+ * Extended attributes, only with --xattr. Without them the first GETXATTR gets
+ * ENOSYS and the kernel never asks again; with them the kernel asks for
+ * security.capability before every write (to drop privileges), as it does for
+ * any file system that has xattrs and does not take FUSE_HANDLE_KILLPRIV_V2.
+ */
+static void pt_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	char path[64], *buf = NULL;
+	if (!g_fs.xattr) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	pt_proc_path(path, sizeof(path), pt_fd_of(ino));
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = getxattr(path, name, buf, size);
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void pt_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	char path[64], *buf = NULL;
+	if (!g_fs.xattr) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	pt_proc_path(path, sizeof(path), pt_fd_of(ino));
+	if (size && !(buf = malloc(size))) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	ssize_t n = listxattr(path, buf, size);
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
+}
+
+static void pt_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	char path[64];
+	if (!g_fs.xattr) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	pt_proc_path(path, sizeof(path), pt_fd_of(ino));
+	fuse_reply_err(req, setxattr(path, name, value, size, flags) < 0 ? errno : 0);
+}
+
+static void pt_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	char path[64];
+	if (!g_fs.xattr) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	pt_proc_path(path, sizeof(path), pt_fd_of(ino));
+	fuse_reply_err(req, removexattr(path, name) < 0 ? errno : 0);
+}
+
 static const struct fuse_lowlevel_ops pt_ops = {
 	.init = pt_init,
 	.lookup = pt_lookup,
@@ -518,13 +667,17 @@ static const struct fuse_lowlevel_ops pt_ops = {
 	.fsyncdir = pt_fsyncdir,
 	.statfs = pt_statfs,
 	.fallocate = pt_fallocate,
+	.getxattr = pt_getxattr,
+	.listxattr = pt_listxattr,
+	.setxattr = pt_setxattr,
+	.removexattr = pt_removexattr,
 };
 
 static void usage(const char *prog)
 {
 	fprintf(stderr,
 		"usage: %s [-f] [--single] [--threads=N] [--max-write=BYTES] [--timeout=SEC]\n"
-		"       [--direct-io] [--no-keep-cache] [-o OPTS] SOURCE MOUNTPOINT\n",
+		"       [--direct-io] [--no-keep-cache] [--xattr] [-o OPTS] SOURCE MOUNTPOINT\n",
 		prog);
 	exit(2);
 }
@@ -560,6 +713,8 @@ int main(int argc, char **argv)
 			g_fs.direct_io = 1;
 		else if (!strcmp(a, "--no-keep-cache"))
 			g_fs.keep_cache = 0;
+		else if (!strcmp(a, "--xattr"))
+			g_fs.xattr = 1;
 		else if (!strcmp(a, "-o") && i + 1 < argc && fargc < 8) {
 			fargv[fargc++] = argv[i++];
 			fargv[fargc++] = argv[i];
@@ -575,8 +730,8 @@ int main(int argc, char **argv)
 	if (!src || !mnt)
 		usage(argv[0]);
 
-	/* one O_PATH descriptor per inode the kernel knows: postmark's 20 000 files
-	 * need more than the usual soft limit; root may raise the hard one too */
+	/* one O_PATH descriptor per inode the kernel knows, as far as the limit
+	 * allows (see pt_fd_of); root with CAP_SYS_RESOURCE may raise it */
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0) {
 		FILE *f = fopen("/proc/sys/fs/nr_open", "r");
@@ -592,12 +747,15 @@ int main(int argc, char **argv)
 			setrlimit(RLIMIT_NOFILE, &rl);
 		}
 	}
+	g_fs.maxfds = getrlimit(RLIMIT_NOFILE, &rl) == 0 ? (long)rl.rlim_cur / 2 : 512;
+	pthread_key_create(&pt_ring_key, pt_ring_free);
 
 	pthread_mutex_init(&g_fs.lock, NULL);
 	g_fs.nbuckets = 65521;
 	g_fs.tab = calloc(g_fs.nbuckets, sizeof(*g_fs.tab));
 	g_fs.root.fd = open(src, O_PATH | O_DIRECTORY);
-	if (!g_fs.tab || g_fs.root.fd < 0) {
+	g_fs.mount_fd = open(src, O_RDONLY | O_DIRECTORY);
+	if (!g_fs.tab || g_fs.root.fd < 0 || g_fs.mount_fd < 0) {
 		perror(src);
 		return 1;
 	}
