@@ -11,7 +11,10 @@
  *               (docs/contracts.md#preload-fork);
  *             C3 a placeholder descriptor is created before its table slot is
  *               filled and closed after the slot is emptied, so a number in
- *               the table always names a placeholder of ours.
+ *               the table always names a placeholder of ours;
+ *             C4 every change of slot 0, 1 or 2 is told to stdio.c
+ *               (sh_std_changed, after the table lock is released), which
+ *               keeps stdin/stdout/stderr on a stream over the pool file.
  * Locking: sh_tab_lock (rwlock, table slots), mount_lock (mount), fl_lock
  *   (flock holders, with fl_cond for waiters). None is held across a call
  *   into the library except mount_lock during the mount itself.
@@ -257,6 +260,8 @@ int sh_dup_to(struct sh_file *f, int minfd, int cloexec, int at)
 		REAL(close)(fd);
 		return rc;
 	}
+	if (fd < 3)
+		sh_std_changed(fd); /* C4 */
 	return fd;
 }
 
@@ -266,6 +271,8 @@ int sh_adopt(int fd, struct sh_file *f)
 	int rc = table_put(fd, f);
 	if (rc)
 		sh_file_put(f);
+	else if (fd < 3)
+		sh_std_changed(fd); /* C4 */
 	return rc;
 }
 
@@ -292,6 +299,8 @@ int sh_forget(int fd)
 	pthread_rwlock_unlock(&sh_tab_lock);
 	if (f)
 		sh_file_put(f);
+	if (f && fd < 3)
+		sh_std_changed(fd); /* C4 */
 	return f != NULL;
 }
 

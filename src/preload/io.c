@@ -253,6 +253,19 @@ SH_EXPORT ssize_t write(int fd, const void *buf, size_t n)
 		 wr_done(ferrite_write(FS, FFD, buf, n), FFD));
 }
 
+/* read/write/lseek on a file rather than a descriptor number (stdio.c's
+ * standard streams, which must reach their file after fd 0-2 changed). */
+ssize_t sh_f_read(struct sh_file *f, void *buf, size_t n)
+{
+	return sh_ret(sh_forked ? sh_fork_denied() : SH_CALL(ferrite_read(FS, f->ffd, buf, n)));
+}
+
+ssize_t sh_f_write(struct sh_file *f, const void *buf, size_t n)
+{
+	return sh_ret(sh_forked ? sh_fork_denied()
+				: wr_done(SH_CALL(ferrite_write(FS, f->ffd, buf, n)), f->ffd));
+}
+
 SH_EXPORT ssize_t pread(int fd, void *buf, size_t n, off_t off)
 {
 	SH_FD_OP(ssize_t, fd, REAL(pread)(fd, buf, n, off), ferrite_pread(FS, FFD, buf, n, off));
@@ -371,6 +384,11 @@ SH_EXPORT off_t lseek(int fd, off_t off, int whence)
 	off_t r = sh_forked ? sh_fork_denied() : do_lseek(f, off, whence);
 	sh_file_put(f);
 	return (off_t)sh_ret(r);
+}
+
+off_t sh_f_lseek(struct sh_file *f, off_t off, int whence)
+{
+	return (off_t)sh_ret(sh_forked ? sh_fork_denied() : do_lseek(f, off, whence));
 }
 
 SH_EXPORT off_t lseek64(int fd, off_t off, int whence)
@@ -672,8 +690,11 @@ static int do_dup3(int oldfd, int newfd, int flags, int is_dup2)
 		rc = -EINVAL;
 	else if (newfd < 0)
 		rc = -EBADF;
-	else
+	else {
+		if (newfd < 3)
+			sh_std_flush(newfd); /* stdio.c: flush before the swap */
 		rc = sh_dup_to(f, 0, flags & O_CLOEXEC, newfd);
+	}
 	sh_file_put(f);
 	return (int)sh_ret(rc);
 }

@@ -156,6 +156,18 @@ void sh_kcwd_update(void);
 
 /* ---- other modules ------------------------------------------------------------ */
 
+/* read/write/lseek on f itself (errno convention), whatever descriptors
+ * name it now (io.c). */
+ssize_t sh_f_read(struct sh_file *f, void *buf, size_t n);
+ssize_t sh_f_write(struct sh_file *f, const void *buf, size_t n);
+off_t sh_f_lseek(struct sh_file *f, off_t off, int whence);
+/* Standard streams (stdio.c). Descriptor fd (0, 1 or 2) now names another
+ * file, or none: stdin/stdout/stderr become a stream over the pool file, or
+ * the program's own stream again (C4 in core.c). */
+void sh_std_changed(int fd);
+/* Flushes the stream fd's standard stream writes to, before fd is replaced. */
+void sh_std_flush(int fd);
+
 int sh_flock(struct sh_file *f, int op);
 void sh_flock_release(struct sh_file *f);
 int sh_is_our_dir(void *dirp);

@@ -168,6 +168,99 @@ static void case_stdio(void)
 	CHECK(remove("/pm/s.txt") == 0 && access("/pm/s.txt", F_OK) == -1);
 }
 
+/* The whole content of a file as a string ("" if unreadable). */
+static const char *slurp(const char *path)
+{
+	static char buf[4096];
+	int fd = open(path, O_RDONLY);
+	ssize_t n = fd >= 0 ? read(fd, buf, sizeof(buf) - 1) : -1;
+	if (fd >= 0)
+		close(fd);
+	buf[n > 0 ? n : 0] = 0;
+	return buf;
+}
+
+/* stdin/stdout/stderr follow descriptors 0-2 onto pool files: dup2 and back,
+ * freopen, a pool file opened on a closed 1, fgets from a redirected stdin,
+ * fclose of a redirected stdout. */
+static void case_stdio_redirect(void)
+{
+	FILE *out0 = stdout, *in0 = stdin, *err0 = stderr;
+	CHECK(fflush(stdout) == 0);
+	int saved = dup(1);
+	CHECK(saved > 2 && is_kernel_fd(saved));
+	/* dup2 of a pool descriptor onto 1, then a kernel one back */
+	int fd = open("/pm/redir", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd > 2 && dup2(fd, 1) == 1 && close(fd) == 0);
+	CHECK(stdout != out0 && fileno(stdout) == 1);
+	CHECK(printf("hello %d\n", 42) == 9 && fputs("second\n", stdout) >= 0);
+	CHECK(fflush(stdout) == 0 && write(1, "raw\n", 4) == 4);
+	CHECK(puts("buffered") >= 0);
+	CHECK(dup2(saved, 1) == 1 && stdout == out0 && fileno(stdout) == 1);
+	CHECK(!strcmp(slurp("/pm/redir"), "hello 42\nsecond\nraw\nbuffered\n"));
+	/* freopen of a pool path onto stdout, "w" then "a" */
+	FILE *r = freopen("/pm/fre", "w", stdout);
+	CHECK(r && r == stdout && r != out0 && fileno(stdout) == 1);
+	CHECK(printf("via freopen\n") > 0);
+	r = freopen("/pm/fre", "a", stdout);
+	CHECK(r && r == stdout && puts("appended") >= 0);
+	CHECK(dup2(saved, 1) == 1 && stdout == out0);
+	CHECK(!strcmp(slurp("/pm/fre"), "via freopen\nappended\n"));
+	/* fclose of the redirected stdout closes 1, as fclose(stdout) does */
+	CHECK(freopen("/pm/fre", "w", stdout) && puts("closed") >= 0 && fclose(stdout) == 0);
+	CHECK(stdout == out0 && fcntl(1, F_GETFD) == -1 && errno == EBADF);
+	CHECK(!strcmp(slurp("/pm/fre"), "closed\n"));
+	/* a pool file opened on the closed 1 takes what stdout still held */
+	CHECK(fputs("pending ", stdout) >= 0); /* fd 1 is closed: stays buffered */
+	fd = open("/pm/land", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd == 1 && stdout != out0 && printf("landed\n") > 0);
+	CHECK(dup2(saved, 1) == 1 && close(saved) == 0 && stdout == out0);
+	CHECK(!strcmp(slurp("/pm/land"), "pending landed\n"));
+	/* stderr keeps its buffering: unbuffered */
+	int serr = dup(2);
+	fd = open("/pm/err", O_RDWR | O_CREAT | O_TRUNC, 0644);
+	CHECK(serr > 2 && fd > 2 && dup2(fd, 2) == 2 && stderr != err0);
+	CHECK(fprintf(stderr, "oops\n") == 5);
+	char buf[64] = {0};
+	CHECK(pread(fd, buf, sizeof(buf), 0) == 5 && !strcmp(buf, "oops\n"));
+	CHECK(dup2(serr, 2) == 2 && close(serr) == 0 && close(fd) == 0 && stderr == err0);
+	/* stdin from a pool file: fgets, then the read-ahead goes back to the file */
+	CHECK(write_all("/pm/in", "alpha\nbeta\ngamma\n") == 0);
+	int sin = dup(0);
+	if (sin < 0)
+		sin = open("/dev/null", O_RDONLY);
+	fd = open("/pm/in", O_RDONLY);
+	CHECK(sin > 2 && fd > 2 && dup2(fd, 0) == 0 && stdin != in0 && fileno(stdin) == 0);
+	char line[64];
+	CHECK(fgets(line, sizeof(line), stdin) && !strcmp(line, "alpha\n"));
+	CHECK(getchar() == 'b');
+	CHECK(dup2(sin, 0) == 0 && stdin == in0);
+	CHECK(lseek(fd, 0, SEEK_CUR) == 7); /* shares the description 0 had */
+	CHECK(close(fd) == 0);
+	r = freopen("/pm/in", "r", stdin);
+	CHECK(r && r == stdin && scanf("%63s", line) == 1 && !strcmp(line, "alpha"));
+	CHECK(fgets(line, sizeof(line), stdin) && fgets(line, sizeof(line), stdin));
+	CHECK(!strcmp(line, "beta\n") && fclose(stdin) == 0 && stdin == in0);
+	CHECK(dup2(sin, 0) == 0 && close(sin) == 0);
+	CHECK(unlink("/pm/redir") == 0 && unlink("/pm/fre") == 0 && unlink("/pm/land") == 0);
+	CHECK(unlink("/pm/err") == 0 && unlink("/pm/in") == 0);
+}
+
+/* stdout onto a pool file left buffered: exit flushes it (stdio_exit_check
+ * reads it in the next process, with the result line main printed after). */
+static void case_stdio_exit(void)
+{
+	int fd = open("/pm/atexit", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(fd > 2 && dup2(fd, 1) == 1 && close(fd) == 0);
+	CHECK(printf("unflushed at exit\n") > 0);
+}
+
+static void case_stdio_exit_check(void)
+{
+	CHECK(!strcmp(slurp("/pm/atexit"), "unflushed at exit\nok   stdio_exit\n"));
+	CHECK(unlink("/pm/atexit") == 0);
+}
+
 static void case_dup(void)
 {
 	int fd = open("/pm/dup", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
@@ -373,6 +466,9 @@ static const struct test_case cases[] = {
     {"fds", case_fds},
     {"paths", case_paths},
     {"stdio", case_stdio},
+    {"stdio_redirect", case_stdio_redirect},
+    {"stdio_exit", case_stdio_exit},
+    {"stdio_exit_check", case_stdio_exit_check},
     {"dup", case_dup},
     {"exec", case_exec},
     {"fork", case_fork},
