@@ -33,6 +33,7 @@ done
 
 wpids=()
 kf_cleanup() {
+	set +e # a failing wait must not skip the unmount
 	if [ ${#wpids[@]} -gt 0 ]; then
 		kill -9 "${wpids[@]}" 2>/dev/null
 		wait "${wpids[@]}" 2>/dev/null
@@ -115,7 +116,7 @@ check_round() {
 
 daemon_pid() {
 	# the process holding the pool: the daemon `ferrite mount` started
-	fuser "$POOL" 2>/dev/null | tr -s ' ' '\n' | grep -E '^[0-9]+$' | head -n 1
+	pool_holders | head -n 1 || true
 }
 
 for r in $(seq 1 "$rounds"); do

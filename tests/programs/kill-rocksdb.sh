@@ -26,6 +26,7 @@ for t in db_bench ldb; do command -v $t >/dev/null || skip_all "$t is not instal
 
 wpid=""
 kr_cleanup() {
+	set +e # a failing wait must not skip the unmount
 	if [ -n "$wpid" ]; then
 		kill -9 "$wpid" $(descendants "$wpid") 2>/dev/null
 		wait "$wpid" 2>/dev/null

@@ -27,6 +27,7 @@ case "$mode" in shim | fuse | native) ;; *) die "MODE must be shim, fuse or nati
 
 wpid=""
 kill_cleanup() {
+	set +e # a failing wait must not skip the unmount
 	if [ -n "$wpid" ]; then
 		kill -9 "$wpid" $(descendants "$wpid") 2>/dev/null
 		wait "$wpid" 2>/dev/null

@@ -108,16 +108,24 @@ fuse_umount() {
 	! mountpoint -q "$MNT"
 }
 
+# Processes that have the pool open or mapped (what fuser would say, without psmisc).
+pool_holders() {
+	# (processes come and go meanwhile: find and grep may fail on some)
+	{
+		find /proc/[0-9]*/fd -maxdepth 1 -lname "$POOL" 2>/dev/null || true
+		grep -lsF " $POOL" /proc/[0-9]*/maps 2>/dev/null || true
+	} | cut -d/ -f3 | sort -un
+}
+
 # Wait until no process holds the pool (a FUSE daemon exits shortly after the unmount).
 pool_wait_free() {
-	local i
+	local i h
 	for i in $(seq 100); do
-		if ! fuser -s "$POOL" 2>/dev/null; then
-			return 0
-		fi
+		h=$(pool_holders)
+		[ -z "$h" ] && return 0
 		sleep 0.1
 	done
-	say "pool $POOL still in use: $(fuser -v "$POOL" 2>&1 | tail -n +2 | tr '\n' ' ')"
+	say "pool $POOL still in use by: $(for i in $h; do echo "$i $(cat /proc/"$i"/comm 2>/dev/null)"; done | tr '\n' ' ')"
 	return 1
 }
 
