@@ -16,6 +16,8 @@
 
 #include "ferrite.h"
 
+struct fuse_session;
+
 struct fuse_front_opts {
 	const char *pool;	/* absolute path of the pool */
 	const char *mountpoint; /* absolute path of the mount point */
@@ -46,7 +48,15 @@ struct ffront {
 	uint64_t root_ino; /* ferrite inode number of the root (FUSE_ROOT_ID) */
 	double attr_timeout, entry_timeout;
 	struct fnode_table *nodes;
+	struct fuse_session *se;
+	/* fuse_wire.c: the kernel offered / the daemon took FUSE_HANDLE_KILLPRIV_V2
+	 * (then the daemon clears set-id bits on write and truncate) */
+	int kernel_killpriv_v2, init_replied, killpriv_v2;
 };
+
+/* Hooks the session's /dev/fuse I/O (after fuse_session_mount). */
+
+int fuse_wire_install(struct fuse_session *se, struct ffront *ff);
 
 /* ---- node table (fuse_nodes.c) ---------------------------------------------------- */
 

@@ -103,6 +103,7 @@ int fuse_front_run(const struct fuse_front_opts *o)
 	rc = build_args(o, &args);
 	if (!rc) {
 		se = fuse_session_new(&args, &fuse_front_ops, sizeof(fuse_front_ops), &ff);
+		ff.se = se;
 		if (!se)
 			rc = -EINVAL;
 	}
@@ -119,6 +120,12 @@ int fuse_front_run(const struct fuse_front_opts *o)
 		rc = -EIO;
 		say(o, rc, "%s: the kernel refused the mount (see the message above)",
 		    o->mountpoint);
+		goto out_signals;
+	}
+	if (fuse_wire_install(se, &ff) != 0) {
+		rc = -EIO;
+		say(o, rc, "cannot take over the session's I/O");
+		fuse_session_unmount(se);
 		goto out_signals;
 	}
 	say(o, 0, NULL);

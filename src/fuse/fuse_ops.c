@@ -68,6 +68,23 @@ static void cred_leave(void)
 	ferrite_reset_creds();
 }
 
+/* With FUSE_HANDLE_KILLPRIV_V2 (fuse_wire.c) the kernel leaves it to us to
+ * drop set-user-id, and set-group-id on a group-executable file, when an
+ * unprivileged caller writes or truncates, as Linux does. The daemon's own
+ * credentials make the change (the writer need not own the file). */
+static void drop_setid(fuse_req_t req, struct ffront *ff, fuse_ino_t ino, int fd)
+{
+	struct stat st;
+	if (!ff->killpriv_v2 || fuse_req_ctx(req)->uid == 0 || ferrite_fstat(ff->fs, fd, &st) ||
+	    !S_ISREG(st.st_mode))
+		return;
+	mode_t kill = st.st_mode & S_ISUID;
+	if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
+		kill |= S_ISGID;
+	if (kill && ferrite_fchmod(ff->fs, fd, st.st_mode & 07777 & ~kill) == 0)
+		fuse_lowlevel_notify_inval_inode(ff->se, ino, -1, 0); /* attributes only */
+}
+
 static mode_t apply_umask(fuse_req_t req, mode_t mode)
 {
 	return mode & ~fuse_req_ctx(req)->umask;
@@ -199,6 +216,10 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		    (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1, here);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
 		rc = set_size(ff, fd, fi, attr->st_size);
+	cred_leave();
+	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
+		drop_setid(req, ff, ino, fd);
+	cred_enter(req);
 	if (!rc && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
 		struct timespec t[2] = {{0, UTIME_OMIT}, {0, UTIME_OMIT}};
 		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
@@ -453,6 +474,8 @@ static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 			n = ferrite_pwrite(ff->fs, (int)fi->fh, dst.buf[0].mem, (size_t)n, off);
 	}
 	/* R1: ferrite_pwrite returned, the data is durable */
+	if (n > 0)
+		drop_setid(req, ff, ino, (int)fi->fh);
 	if (n < 0)
 		reply_rc(req, (int)n);
 	else
