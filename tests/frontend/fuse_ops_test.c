@@ -335,6 +335,10 @@ static void t_user(void)
 	OK(chmod(P("shared"), 01777));
 	write_pattern(P("rootonly"), 10, 6);
 	OK(chmod(P("rootonly"), 0644));
+	write_pattern(P("setid"), 10, 7);
+	OK(chmod(P("setid"), 06777));
+	write_pattern(P("setid_trunc"), 10, 7);
+	OK(chmod(P("setid_trunc"), 06777));
 	pid_t pid = fork();
 	if (pid == 0) {
 		gid_t g = 1000;
@@ -352,6 +356,15 @@ static void t_user(void)
 		ERR(unlink(P("rootonly")), EACCES);
 		ERR(setxattr(P("rootonly"), "user.x", "x", 1, 0), EACCES);
 		ERR(chmod(P("rootonly"), 0777), EPERM);
+		/* Writing or truncating someone's set-id file drops the bits. */
+		fd = (int)OK(open(P("setid"), O_WRONLY));
+		CHECK(pwrite(fd, "x", 1, 0) == 1, "write to the set-id file");
+		OK(close(fd));
+		OK(stat(P("setid"), &st));
+		CHECK((st.st_mode & 07777) == 0777, "after a write: %o", st.st_mode & 07777);
+		OK(truncate(P("setid_trunc"), 1));
+		OK(stat(P("setid_trunc"), &st));
+		CHECK((st.st_mode & 07777) == 0777, "after truncate: %o", st.st_mode & 07777);
 		_exit(0);
 	}
 	int st;
