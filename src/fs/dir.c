@@ -304,7 +304,8 @@ static void bucket_add(struct fr_bucket *b, const struct fr_dentry *e)
 static int convert_to_large(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 {
 	struct slots s;
-	slots_of_small(fs, tx, dir, &s);
+	if (!slots_of_small(fs, tx, dir, &s))
+		return fr_err(-EUCLEAN, "directory to convert has no entry array");
 	uint64_t arr = tx_get8(tx, &dir->i_dents);
 	struct fr_dentry *ents = malloc(sizeof(*ents) * s.cap);
 	struct fr_bucket *img = malloc(sizeof(*img));
@@ -604,8 +605,8 @@ void dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_d
 		struct fr_bucket *b = (struct fr_bucket *)((uintptr_t)d & ~(uintptr_t)4095);
 		slots_of_bucket(b, &s);
 		tx_set2(tx, &b->db_count, (uint16_t)(tx_get2(tx, &b->db_count) - 1));
-	} else {
-		slots_of_small(fs, tx, dir, &s);
+	} else if (!slots_of_small(fs, tx, dir, &s)) {
+		return; /* d came from a lookup in this directory: it has an array */
 	}
 	int i = (int)(d - s.ent);
 	tx_set8(tx, s.used, tx_get8(tx, s.used) & ~(1ULL << i));

@@ -1494,7 +1494,8 @@ static int rd_note(struct rd_seen *s, const char *name)
 			return ++s->count[i];
 	if (s->n == RD_MAX)
 		return -1;
-	snprintf(s->name[s->n], sizeof(s->name[0]), "%s", name);
+	snprintf(s->name[s->n], sizeof(s->name[0]), "%.63s",
+		 name); /* the names of this test are short */
 	s->count[s->n++] = 1;
 	return 1;
 }
