@@ -5,7 +5,7 @@
 # the front-end tests run (sqlite3, db_bench, fio, postmark, coreutils).
 set -euo pipefail
 pkgs=(cmake make gcc pkg-config libpmem2-dev e2fsprogs libfuse3-dev fuse3
-	sqlite3 rocksdb-tools fio postmark tar findutils coreutils)
+	sqlite3 rocksdb-tools fio postmark tar findutils coreutils git zip unzip xz-utils)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -68,7 +68,7 @@ else
 fi
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number"
 
-for c in "${FERRITE:-}" "$repo/build/tools/ferrite" /tmp/prog-build/tools/ferrite "$(command -v ferrite 2>/dev/null)"; do
+for c in "${FERRITE:-}" "$repo/build/tools/ferrite" "$(command -v ferrite 2>/dev/null)"; do
 	if [ -n "$c" ] && [ -x "$c" ]; then FERRITE=$c; break; fi
 done
 FERRITE=${FERRITE:-}

@@ -16,7 +16,7 @@
 #
 # Environment:
 #   FERRITE=PATH      the ferrite command (default: build/tools/ferrite of this repo,
-#                     then /tmp/prog-build/tools/ferrite, then $PATH)
+#                     then $PATH)
 #   PROG_POOL_SIZE    size of the scratch pool (default 2G)
 #   PROG_TIMEOUT      seconds one program may run before it counts as hung (600)
 #
@@ -40,7 +40,7 @@ skip_all() {
 
 find_ferrite() {
 	local c
-	for c in "${FERRITE:-}" "$prog_repo/build/tools/ferrite" /tmp/prog-build/tools/ferrite \
+	for c in "${FERRITE:-}" "$prog_repo/build/tools/ferrite" \
 		"$(command -v ferrite 2>/dev/null)"; do
 		if [ -n "$c" ] && [ -x "$c" ]; then
 			echo "$c"
