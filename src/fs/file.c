@@ -103,7 +103,7 @@ static int fd_install(ferrite_fs *fs, struct ofile *of)
 {
 	pthread_mutex_lock(&fs->fd_lock);
 	int fd = -1;
-	for (int i = 0; i < fs->fd_cap; i++)
+	for (int i = fs->fd_free_hint; i < fs->fd_cap; i++)
 		if (!fs->fds[i]) {
 			fd = i;
 			break;
@@ -126,6 +126,7 @@ static int fd_install(ferrite_fs *fs, struct ofile *of)
 	}
 	fs->fds[fd] = of;
 	fs->fd_count++;
+	fs->fd_free_hint = fd + 1;
 	pthread_mutex_unlock(&fs->fd_lock);
 	return fd;
 }
@@ -357,8 +358,11 @@ int ferrite_close(ferrite_fs *fs, int fd)
 	if (fd >= 0 && fd < fs->fd_cap) {
 		of = fs->fds[fd];
 		fs->fds[fd] = NULL;
-		if (of)
+		if (of) {
 			fs->fd_count--;
+			if (fd < fs->fd_free_hint)
+				fs->fd_free_hint = fd;
+		}
 	}
 	pthread_mutex_unlock(&fs->fd_lock);
 	if (!of)

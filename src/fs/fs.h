@@ -64,6 +64,8 @@ struct ferrite_fs {
 	struct ofile **fds;
 	int fd_cap;
 	int fd_count;
+	int fd_free_hint; /* no free descriptor below it: installs stay O(1) with
+			   * many held (the FUSE daemon holds one per inode) */
 
 	pthread_mutex_t dir_lock;
 	struct ferrite_dir *streams; /* open directory streams */
