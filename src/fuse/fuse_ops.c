@@ -366,6 +366,8 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_rc(req, iofd);
 		return;
 	}
+	if (fi->flags & O_TRUNC)
+		drop_setid(req, ff_of(req), ino, iofd);
 	fi->fh = (uint64_t)iofd;
 	fi->keep_cache = 1; /* R2 */
 	if (fuse_reply_open(req, fi) == -ENOENT)

@@ -339,6 +339,8 @@ static void t_user(void)
 	OK(chmod(P("setid"), 06777));
 	write_pattern(P("setid_trunc"), 10, 7);
 	OK(chmod(P("setid_trunc"), 06777));
+	write_pattern(P("setid_otrunc"), 10, 7);
+	OK(chmod(P("setid_otrunc"), 06777));
 	pid_t pid = fork();
 	if (pid == 0) {
 		gid_t g = 1000;
@@ -365,6 +367,10 @@ static void t_user(void)
 		OK(truncate(P("setid_trunc"), 1));
 		OK(stat(P("setid_trunc"), &st));
 		CHECK((st.st_mode & 07777) == 0777, "after truncate: %o", st.st_mode & 07777);
+		fd = (int)OK(open(P("setid_otrunc"), O_WRONLY | O_TRUNC));
+		OK(close(fd));
+		OK(stat(P("setid_otrunc"), &st));
+		CHECK((st.st_mode & 07777) == 0777, "after O_TRUNC: %o", st.st_mode & 07777);
 		_exit(0);
 	}
 	int st;
