@@ -68,7 +68,7 @@ for t in sqlite3 db_bench ldb fio postmark tar find timeout; do
 done
 
 if [ $quick = 1 ]; then
-	sql_rows=20000 rocks_num=50000 fio_size=16M pm_files=2000 pm_tx=20000
+	sql_rows=100000 rocks_num=50000 fio_size=16M pm_files=2000 pm_tx=20000
 else
 	sql_rows=100000 rocks_num=200000 fio_size=64M pm_files=5000 pm_tx=50000
 fi
