@@ -147,6 +147,8 @@ int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct 
 	CHECK_FS(fs);
 	if (flags & ~AT_FLAGS_KNOWN)
 		return fr_err_finish(-EINVAL);
+	if (!path && dirfd == FERRITE_AT_ROOT)
+		return fr_err_finish(-EINVAL); /* as Linux for AT_FDCWD */
 	if (!path)
 		flags |= AT_EMPTY_PATH; /* utimensat(fd, NULL, ...) is futimens */
 	uint64_t ino;

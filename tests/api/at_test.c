@@ -149,6 +149,7 @@ static int case_attrs_at(void)
 	FT_EQ(st.st_uid, 0);
 	struct timespec ts[2] = {{1000, 5}, {2000, 7}};
 	FT_OK(ferrite_utimensat(fs, dfd, "l", ts, AT_SYMLINK_NOFOLLOW));
+	FT_ERR(ferrite_utimensat(fs, FERRITE_AT_ROOT, NULL, ts, 0), EINVAL);
 	FT_OK(ferrite_fstatat(fs, dfd, "l", &st, AT_SYMLINK_NOFOLLOW));
 	FT_EQ(st.st_mtim.tv_sec, 2000);
 	FT_OK(ferrite_fstatat(fs, dfd, "f", &st, 0));
