@@ -357,10 +357,10 @@ FERRITE_API int ferrite_removexattrat(ferrite_fs *fs, int dirfd, const char *pat
  * least 2 MiB) and its inode stays allocated even if unlinked. Holes inside
  * EOF are backed at ferrite_mmap; pages of the range beyond EOF are left
  * inaccessible (a SIGSEGV on access, where Linux raises SIGBUS) until
- * ferrite_mmap_refresh maps those that entered the file since. Front ends
- * call ferrite_mmap_shrink before a truncation and ferrite_mmap_pinned
- * before punching a hole, and refuse what would take pages a mapping uses
- * (the shim does). See docs/contracts.md#mmap. */
+ * ferrite_mmap_refresh maps those that entered the file since. Truncation
+ * and hole punching cut the mappings at the new end of file or fail with
+ * -EBUSY when they would take pages a mapping uses; ferrite_mmap_shrink and
+ * ferrite_mmap_pinned let a front end ask first. See docs/contracts.md#mmap. */
 
 /* Maps [offset, offset+len) of fd at addr (a hint unless MAP_FIXED); the
  * address goes to *out. offset must be page aligned. */
