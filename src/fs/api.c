@@ -147,10 +147,8 @@ int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct 
 	CHECK_FS(fs);
 	if (flags & ~AT_FLAGS_KNOWN)
 		return fr_err_finish(-EINVAL);
-	if (!path && dirfd == FERRITE_AT_ROOT)
-		return fr_err_finish(-EINVAL); /* as Linux for AT_FDCWD */
 	if (!path)
-		flags |= AT_EMPTY_PATH; /* utimensat(fd, NULL, ...) is futimens */
+		return fr_err_finish(-EINVAL); /* as glibc's utimensat; futimens is the fd call */
 	uint64_t ino;
 	struct ofile *held;
 	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);

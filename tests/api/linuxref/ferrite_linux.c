@@ -543,6 +543,8 @@ int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct 
 		      int flags)
 {
 	int d = lr_at(fs, dirfd, &path);
+	if (!path) /* glibc's utimensat refuses NULL (it declares path nonnull) */
+		return lr_fail("utimensat", EINVAL);
 	LR_RET("utimensat", utimensat(d, path, times, flags));
 }
 
