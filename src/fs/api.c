@@ -15,7 +15,7 @@
 	do {                                                                                       \
 		fr_err_clear();                                                                    \
 		if (!(fs))                                                                         \
-			return api_end(-EINVAL);                                             \
+			return api_end(-EINVAL);                                                   \
 	} while (0)
 
 int ferrite_statvfs(ferrite_fs *fs, struct statvfs *sv)

@@ -429,10 +429,10 @@ ssize_t dp_read(ferrite_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t of
 		memcpy(buf, vs_addr(sp, v), n);
 		rc = (ssize_t)n;
 		/* relatime: keep atime meaningful without a store per read. */
-		int touch = ip->i_atime_sec < ip->i_mtime_sec ||
-			    (ip->i_atime_sec == ip->i_mtime_sec &&
-			     ip->i_atime_nsec <= ip->i_mtime_nsec) ||
-			    ip->i_atime_sec < ip->i_ctime_sec;
+		int touch =
+		    ip->i_atime_sec < ip->i_mtime_sec ||
+		    (ip->i_atime_sec == ip->i_mtime_sec && ip->i_atime_nsec <= ip->i_mtime_nsec) ||
+		    ip->i_atime_sec < ip->i_ctime_sec;
 		if (!touch) {
 			struct timespec now;
 			fs_now(&now);

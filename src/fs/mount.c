@@ -47,8 +47,7 @@ int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
 	if (!pool)
 		pool = ferrite_default_pool();
 	if (opts->mode == FERRITE_MODE_STRICT)
-		return api_end(
-		    fr_err(-EOPNOTSUPP, "strict mode is not available in this release"));
+		return api_end(fr_err(-EOPNOTSUPP, "strict mode is not available in this release"));
 	if (opts->mode != FERRITE_MODE_SYNC)
 		return api_end(fr_err(-EINVAL, "unknown mode %d", opts->mode));
 	if (!opts->no_hugepages && strcmp(pool, DEFAULT_POOL_PATH) == 0)

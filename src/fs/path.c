@@ -273,7 +273,7 @@ int ferrite_set_link_prefix(ferrite_fs *fs, const char *prefix)
 			n--;
 		if (prefix[0] != '/' || n < 2 || n >= FS_PATH_MAX)
 			return api_end(fr_err(-EINVAL, "the link prefix must be an absolute "
-							     "path other than /"));
+						       "path other than /"));
 		if (!(copy = strndup(prefix, n)))
 			return api_end(-ENOMEM);
 	}

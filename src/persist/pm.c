@@ -65,7 +65,6 @@ struct pm_funcs pm_funcs = {
 
 static int pm_configured;
 
-
 static int gran_from_env(void)
 {
 	const char *e = getenv("FERRITE_PM_GRANULARITY");

@@ -163,7 +163,8 @@ static uint64_t offset_in(struct region *r, const char *addr)
 		while (left_) {                                                                    \
 			size_t n = left_;                                                          \
 			if ((r)->xlate) {                                                          \
-				size_t in_page = FR_PAGE_SIZE - ((uintptr_t)piece & (FR_PAGE_SIZE - 1)); \
+				size_t in_page =                                                   \
+				    FR_PAGE_SIZE - ((uintptr_t)piece & (FR_PAGE_SIZE - 1));        \
 				n = FR_MIN(n, in_page);                                            \
 			}                                                                          \
 			uint64_t off = offset_in((r), piece);                                      \
@@ -206,8 +207,7 @@ static void store(void *dst, const void *src, int c, size_t len, int atomic)
 			memset(target, c, n);
 		/* Through the partition space the store must land on the page
 		 * the PPT names: a stale mapping would otherwise go unseen. */
-		if (r->xlate && r->pool->alias &&
-		    memcmp(piece, r->pool->alias + off, n) != 0)
+		if (r->xlate && r->pool->alias && memcmp(piece, r->pool->alias + off, n) != 0)
 			die("partition-space mapping disagrees with the page table", piece);
 		if (pm_trace)
 			pm_trace->store(pm_trace->ctx, r->pool, off, n, bulk);
@@ -255,8 +255,8 @@ void pm_trace_fence(void)
 struct dbg_state {
 	uintptr_t lo[DBG_RANGES], hi[DBG_RANGES]; /* stored, not flushed (cache lines) */
 	int n;
-	int overflow;	 /* too many to track: the next check is skipped */
-	int unfenced;	 /* flushed since the last fence */
+	int overflow; /* too many to track: the next check is skipped */
+	int unfenced; /* flushed since the last fence */
 	const void *last_unfenced;
 };
 
