@@ -58,8 +58,8 @@ extern "C" {
  * mount may override it, see struct ferrite_mount_opts). Both modes make
  * every call durable on return and metadata operations atomic. */
 enum ferrite_mode {
-	FERRITE_MODE_SYNC = 0, /* appends atomic; an overwrite interrupted by a crash
-				* may be partly visible */
+	FERRITE_MODE_SYNC = 0,	 /* appends atomic; an overwrite interrupted by a crash
+				  * may be partly visible */
 	FERRITE_MODE_STRICT = 1, /* every write/pwrite/writev/pwritev atomic: after a
 				  * crash the file shows wholly the old or wholly the
 				  * new bytes and size (ctFS write-and-swap) */

@@ -54,9 +54,9 @@ struct ferrite_fs {
 	uint64_t root_ino;
 	uint64_t hash_seed;
 	uint64_t max_file_size;
-	int strict;		   /* this mount makes every write atomic (strict.c) */
-	uint64_t strict_redo_max;  /* strict: overwrites up to this many bytes go through the log */
-	pthread_rwlock_t *locks;     /* FS_LOCK_STRIPES inode locks */
+	int strict;		  /* this mount makes every write atomic (strict.c) */
+	uint64_t strict_redo_max; /* strict: overwrites up to this many bytes go through the log */
+	pthread_rwlock_t *locks;  /* FS_LOCK_STRIPES inode locks */
 	pthread_mutex_t rename_lock; /* serialises directory moves across parents */
 
 	pthread_mutex_t vn_lock;
@@ -229,6 +229,10 @@ int dp_prepare(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off,
  * write in place with the sync path" (a mapped file, see strict.c). */
 ssize_t dp_strict_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovcnt,
 			uint64_t off, size_t len, int *in_place);
+/* Tests only: called at each step of a strict write's commit (the test
+ * stops the process there and checks recovery). NULL in normal use. */
+enum { DP_STRICT_STAGED, DP_STRICT_COMMITTED, DP_STRICT_APPLIED, DP_STRICT_RETIRED };
+extern void (*dp_strict_hook)(int step);
 /* For strict.c: moves the file into a partition holding [0, end) (its own
  * transaction; the contents stay as they are), and back_range in a tx. */
 int dp_grow_partition(ferrite_fs *fs, struct fr_inode *ip, uint64_t end);

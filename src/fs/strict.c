@@ -55,6 +55,14 @@
 
 enum { HOW_REDO, HOW_SWAP };
 
+void (*dp_strict_hook)(int step);
+
+static inline void strict_step(int step)
+{
+	if (FR_UNLIKELY(dp_strict_hook != NULL))
+		dp_strict_hook(step);
+}
+
 /* The bytes of the write, addressed by file offset. */
 struct wsrc {
 	const struct iovec *iov;
@@ -81,8 +89,7 @@ enum { TO_PM, TO_DRAM, TO_TX };
 
 /* Copies the write's bytes [x, x + n) to dst: persistent memory (fresh or
  * beyond EOF, non-temporal), a DRAM buffer, or staged in tx (redo copy). */
-static void src_copy(const struct wsrc *s, int to, struct tx *tx, char *dst, uint64_t x,
-		     uint64_t n)
+static void src_copy(const struct wsrc *s, int to, struct tx *tx, char *dst, uint64_t x, uint64_t n)
 {
 	while (n) {
 		size_t avail;
@@ -169,8 +176,8 @@ static int swap_window(struct sw *w, uint64_t ws)
 {
 	struct space *sp = &w->fs->m.sp;
 	for (unsigned o = 0; o < 512; o++)
-		w->old_of[o] = ppt_page(sp, w->part + ws + ((uint64_t)o << FR_PAGE_SHIFT)) >>
-			       FR_PAGE_SHIFT;
+		w->old_of[o] =
+		    ppt_page(sp, w->part + ws + ((uint64_t)o << FR_PAGE_SHIFT)) >> FR_PAGE_SHIFT;
 	int rc = part_swap_window(w->tx, w->part + ws, w->page_of);
 	if (rc)
 		return rc;
@@ -272,9 +279,23 @@ static ssize_t strict_try(ferrite_fs *fs, struct sw *w, int how)
 			fr_err(rc, "no space left in the pool");
 		return rc;
 	}
-	rc = op_commit(fs, lc); /* COMMIT POINT: the entry's fence in log_stage */
+	/* log_commit, one step at a time so that tests can stop the process
+	 * between the steps (dp_strict_hook) and check what recovery makes of it. */
+	strict_step(DP_STRICT_STAGED);
+	rc = log_stage(&fs->m, lc); /* COMMIT POINT: the entry's fence */
+	if (rc) {
+		tx_abort(tx);
+		op_end(fs, lc);
+		return rc;
+	}
+	strict_step(DP_STRICT_COMMITTED);
+	log_apply(&fs->m, lc);
+	strict_step(DP_STRICT_APPLIED);
+	log_retire(&fs->m, lc);
+	strict_step(DP_STRICT_RETIRED);
+	tx_finish(tx); /* the process's mappings follow the PPT (vs_pages_changed) */
 	op_end(fs, lc);
-	return rc ? rc : (ssize_t)(w->end - w->off);
+	return (ssize_t)(w->end - w->off);
 }
 
 /* Bytes of [off, end) that lie on old pages (the cost of a redo copy). */
@@ -305,8 +326,13 @@ ssize_t dp_strict_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, i
 	struct sw *w = malloc(sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	*w = (struct sw){.fs = fs, .ip = ip, .src = &src, .part = ip->i_part, .off = off,
-			 .end = off + len, .size = ip->i_size};
+	*w = (struct sw){.fs = fs,
+			 .ip = ip,
+			 .src = &src,
+			 .part = ip->i_part,
+			 .off = off,
+			 .end = off + len,
+			 .size = ip->i_size};
 	w->small = ip->i_level < SP_L3;
 	int mapped = vn_mapped(fs, ino);
 	int how = old_bytes(w) <= fs->strict_redo_max ? HOW_REDO : HOW_SWAP;

@@ -678,19 +678,32 @@ unsigned part_window_runs(struct tx *tx, uint64_t vw)
 	return count_runs(pte, tx_get8(tx, &ppt_table(tx->sp, went)->pt_home) >> FR_PAGE_SHIFT);
 }
 
-/* A fresh block of 2^k pages for window offset o: the page's home offset
- * first (so a range swapped twice goes back home, ctFS's ping-pong), then
- * right after the previous page (one mapping for the run), then anywhere. */
+/* A fresh block of 2^k pages for window offset o where it maps best: at the
+ * page's home offset (so a range swapped twice goes back home, ctFS's
+ * ping-pong), else right after the previous page (one mapping for the run).
+ * -ENOSPC if neither is free (the caller then takes any block). */
 static int64_t alloc_near(struct tx *tx, uint64_t home_pg, uint64_t prev_pg, unsigned o, int k)
 {
 	uint64_t rel_mask = (1ULL << k) - 1;
 	uint64_t dp = tx->sp->data_page;
-	if (home_pg && !((home_pg + o - dp) & rel_mask) &&
-	    bud_alloc_at(tx, home_pg + o, k) == 0)
+	if (home_pg && !((home_pg + o - dp) & rel_mask) && bud_alloc_at(tx, home_pg + o, k) == 0)
 		return (int64_t)(home_pg + o);
 	if (prev_pg && !((prev_pg + 1 - dp) & rel_mask) && bud_alloc_at(tx, prev_pg + 1, k) == 0)
 		return (int64_t)(prev_pg + 1);
-	return bud_alloc(tx, k);
+	return -ENOSPC;
+}
+
+/* Gives pages [a, b) of the unit at page u, which this transaction
+ * allocated and did not use, back at once as aligned blocks. */
+static void release_unused_range(struct tx *tx, uint64_t u, unsigned a, unsigned b)
+{
+	for (unsigned o = a; o < b;) {
+		int k = __builtin_ctz(o | 512);
+		while (o + (1u << k) > b)
+			k--;
+		bud_release_unused(tx, u + o, k);
+		o += 1u << k;
+	}
 }
 
 int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of)
@@ -733,12 +746,31 @@ int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of)
 		int k = __builtin_ctz(o | 512);
 		while (o + (1u << k) > o1)
 			k--;
-		int64_t b = -ENOSPC;
-		for (; k >= 0 && b < 0; k--)
-			b = alloc_near(tx, home_pg, o > o0 ? pte[o - 1] : 0, o, k);
+		uint64_t prev = o > 0 ? pte[o - 1] : 0;
+		int64_t b = alloc_near(tx, home_pg, prev, o, k);
+		if (b < 0 && !header && o == o0 && n >= 64) {
+			/* A long run of a large window gets a unit of its own at
+			 * the window's offsets; the rest goes back to the
+			 * allocator but is where the neighbouring pages go next
+			 * (alloc_near: right after the previous page), so a
+			 * window rewritten piece by piece ends as one unit. */
+			int64_t u = bud_alloc(tx, BUD_TOP_ORDER);
+			if (u >= 0) {
+				release_unused_range(tx, (uint64_t)u, 0, o0);
+				release_unused_range(tx, (uint64_t)u, o1, 512);
+				for (unsigned j = o0; j < o1; j++) {
+					pte[j] = (uint32_t)((uint64_t)u + j);
+					page_of[j - o0] = (uint64_t)u + j;
+				}
+				break;
+			}
+		}
+		for (int j = k; b < 0 && j >= 0; j--)
+			if ((b = alloc_near(tx, home_pg, prev, o, j)) >= 0 ||
+			    (b = bud_alloc(tx, j)) >= 0)
+				k = j;
 		if (b < 0)
 			return (int)b;
-		k++;
 		for (unsigned j = 0; j < (1u << k); j++) {
 			pte[o + j] = (uint32_t)(b + j);
 			page_of[o - o0 + j] = (uint64_t)b + j;
