@@ -63,7 +63,7 @@ int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
 /* Cut-over of strict writes between the redo copy and write-and-swap
  * (strict.c, measured in bench/README.md#strict). $FERRITE_STRICT_REDO_MAX
  * (bytes) overrides it: tests force either path, benchmarks sweep it. */
-#define STRICT_REDO_MAX_DEFAULT (16 * 1024)
+#define STRICT_REDO_MAX_DEFAULT (28 * 1024)
 
 static uint64_t strict_redo_max(void)
 {

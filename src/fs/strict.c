@@ -32,7 +32,7 @@
  *   replays the whole entry -- the staged bytes, the PPT entries, the
  *   allocator words, the size -- so the file shows the new bytes and size.
  * Cut-over (bench/README.md#strict): an overwrite of up to strict_redo_max
- *   bytes (16 KiB by default; $FERRITE_STRICT_REDO_MAX) is copied through the
+ *   bytes (28 KiB by default; $FERRITE_STRICT_REDO_MAX) is copied through the
  *   log, larger ones are swapped: remapping a page costs far more than
  *   copying it twice, and an entry holds at most TX_MAX_BYTES.
  * Mapped files: pages under a live ferrite_mmap mapping must not move, so
