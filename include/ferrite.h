@@ -130,6 +130,11 @@ FERRITE_API int ferrite_close(ferrite_fs *fs, int fd);
 /* A second descriptor for the same open file (shared offset and flags). */
 FERRITE_API int ferrite_dup(ferrite_fs *fs, int fd);
 
+/* Writes are durable on return. In strict mode (enum ferrite_mode) each
+ * write, pwrite, writev and pwritev is also atomic: after a crash the file
+ * holds all of its bytes and its size, or none (docs/contracts.md#strict;
+ * one call covers at most 256 MiB of an existing file, a longer one returns
+ * a short count). */
 FERRITE_API ssize_t ferrite_read(ferrite_fs *fs, int fd, void *buf, size_t count);
 FERRITE_API ssize_t ferrite_write(ferrite_fs *fs, int fd, const void *buf, size_t count);
 FERRITE_API ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset);

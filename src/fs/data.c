@@ -1,6 +1,8 @@
 /*
  * data.c -- the data path in sync mode: read, write, append, truncate,
- * fallocate, SEEK_DATA/HOLE, and the partition upgrades behind them.
+ * fallocate, SEEK_DATA/HOLE, and the partition upgrades behind them. In
+ * strict mode a write that starts below the size goes to strict.c instead
+ * (atomic); appends stay here in both modes.
  *
  * A file's bytes live at sp->vbase + i_part + offset; the MMU translates.
  * Writes copy with non-temporal stores straight into that range.

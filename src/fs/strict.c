@@ -285,6 +285,7 @@ static ssize_t strict_try(ferrite_fs *fs, struct sw *w, int how)
 	rc = log_stage(&fs->m, lc); /* COMMIT POINT: the entry's fence */
 	if (rc) {
 		tx_abort(tx);
+		pm_fence(); /* the fresh pages, written for nothing */
 		op_end(fs, lc);
 		return rc;
 	}

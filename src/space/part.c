@@ -23,7 +23,10 @@
  *               contributes levels 0..2);
  *             H4 E partitions and free L3 children have no backing;
  *             H5 a small (L0..L2) partition's pages live in its window's page
- *               table, preferably at the same offset of the window's home unit.
+ *               table, preferably at the same offset of the window's home unit;
+ *             H6 a large window is one unit, or a page table of 512 backed
+ *               pages (no unit was free, or strict writes swapped some of
+ *               its pages; then pt_home is the unit they came from).
  * Crash argument: headers, PPT entries and allocator words change only in the
  *   caller's transaction; a new header page is built and fenced before the
  *   PPT entry that makes it reachable commits.
