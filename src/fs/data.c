@@ -331,7 +331,8 @@ static void publish_size(struct fr_inode *ip, uint64_t size, int times)
 {
 	stamp(ip, times);
 	pm_store8(&ip->i_size, size);
-	pm_flush(&ip->i_size, 64);
+	if (!PM_PLANTED(PM_PLANT_SKIP_FLUSH))
+		pm_flush(&ip->i_size, 64);
 	pm_fence(); /* COMMIT POINT of an append or extension */
 }
 
@@ -423,6 +424,8 @@ ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovc
 		}
 	}
 	char *dst = vs_addr(sp, part + off);
+	if (PM_PLANTED(PM_PLANT_SIZE_BEFORE_DATA) && end > size)
+		publish_size(ip, end, T_MTIME | T_CTIME);
 	for (int i = 0; i < iovcnt; i++) {
 		size_t n = FR_MIN(iov[i].iov_len, (size_t)(end - off));
 		if (!n)

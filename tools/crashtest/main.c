@@ -672,16 +672,15 @@ stop:;
 	       errors ? " (and set-up errors, see above)" : "");
 	if (O.json)
 		write_json(res, done, secs);
+	if (O.expect_violation) {
+		printf("crashtest: %s\n",
+		       viol ? "the planted bug was caught" : "expected a violation and found none");
+		rm_rf(wd);
+		return viol ? 0 : 1;
+	}
 	if (done == total && !errors && !viol && O.point < 0)
 		rm_rf(wd);
 	else if (viol || errors)
 		printf("crashtest: scratch files kept in %s\n", wd);
-	if (O.expect_violation) {
-		printf("crashtest: %s\n",
-		       viol ? "the planted bug was caught" : "expected a violation and found none");
-		if (viol)
-			rm_rf(wd);
-		return viol ? 0 : 1;
-	}
 	return viol ? 1 : errors ? 2 : 0;
 }
