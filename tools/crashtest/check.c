@@ -548,7 +548,13 @@ static int check_nested(struct judge *j, struct ct_model *m, const char *path, u
 				 ferrite_errmsg());
 	ct_model_stop(m);
 	uint64_t k = key_without_free(m, fm_ferrite_fs(be), pnz, touched);
-	if (k != key && ct_tree_digest(be) != digest) {
+	if (k == key) {
+		/* The same contents as the uninterrupted recovery, which fsck
+		 * already found clean. */
+		fm_ferrite_unmount(be);
+		return 0;
+	}
+	if (ct_tree_digest(be) != digest) {
 		fm_ferrite_unmount(be);
 		return violation(j, "a crash during recovery, then recovery, gives another tree "
 				    "than one uninterrupted recovery");

@@ -36,7 +36,8 @@
 struct ct_unit {
 	uint32_t first; /* index into ct_point.lines */
 	uint32_t nlines;
-	int bulk;
+	int32_t bulk;
+	uint32_t pad; /* 16 bytes: what follows in a message stays aligned */
 };
 
 /* One crash instant. */
@@ -63,10 +64,11 @@ struct ct_model {
 	uint64_t size, nlines;
 	uint8_t *persisted; /* what PM holds */
 	int own_persisted;
-	uint8_t *snap;	 /* content at the last flush of each flushed line */
-	uint8_t *flags;	 /* per line: LF_* */
-	uint64_t *copy;	 /* per line: id of the large copy that last wrote it (0: none) */
-	uint64_t *dirty; /* lines written since they last reached PM */
+	uint64_t *nonzero; /* pages of persisted that were not zero at recording */
+	uint8_t *snap;	   /* content at the last flush of each flushed line */
+	uint8_t *flags;	   /* per line: LF_* */
+	uint64_t *copy;	   /* per line: id of the large copy that last wrote it (0: none) */
+	uint64_t *dirty;   /* lines written since they last reached PM */
 	uint64_t ndirty, capdirty;
 	uint64_t hash;
 	int recording;

@@ -39,6 +39,7 @@ struct opts {
 	double budget;
 	const char *json;
 	int keep, verbose, quiet, dry;
+	int sample; /* at most this many images per instant (0: all) */
 	int nested;
 	const char *workdir;
 	const char *self;
@@ -62,7 +63,7 @@ struct explore {
 	struct ct_stats *st;
 	uint64_t *seen;
 	uint64_t seen_cap, seen_n;
-	uint64_t instants, named, sent, pre_dups, own_violations;
+	uint64_t instants, named, sent, pre_dups, own_violations, sampled_out;
 	uint32_t *vids;
 	uint64_t *hashes;
 	size_t cap;
@@ -157,6 +158,19 @@ static void on_point(struct ct_model *m, const struct ct_point *pt, void *arg)
 		x->vids[k] = (uint32_t)vid;
 		x->hashes[k++] = h;
 	}
+	if (O.sample > 0 && k > (uint32_t)O.sample) {
+		/* Evenly spaced, keeping the first two (nothing and everything
+		 * pending reached PM). */
+		uint32_t keep = (uint32_t)O.sample, out = 0;
+		for (uint32_t i = 0; i < keep; i++) {
+			uint32_t from =
+			    i < 2 ? i : 2 + (uint32_t)((uint64_t)(i - 2) * (k - 2) / (keep - 2));
+			x->vids[out] = x->vids[from];
+			x->hashes[out++] = x->hashes[from];
+		}
+		x->sampled_out += k - out;
+		k = out;
+	}
 	if (O.verbose)
 		printf("  instant %llu (%s op %d): %u units, %u lines, %llu images, %u new\n",
 		       (unsigned long long)pt->index, pt->after ? "after" : "in", pt->op,
@@ -231,26 +245,23 @@ static int prepare_states(struct explore *x, const struct fm_op *setup, int nset
 	return 0;
 }
 
-static int write_base(const char *path, const uint8_t *img, uint64_t size)
+static int write_base(const char *path, const struct ct_model *m)
 {
 	int fd = open(path, O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0600);
-	if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
+	if (fd < 0)
 		return -1;
-	static const uint8_t zero[FR_PAGE_SIZE];
-	for (uint64_t p = 0; p < size; p += FR_PAGE_SIZE)
-		if (memcmp(img + p, zero, FR_PAGE_SIZE) &&
-		    pwrite(fd, img + p, FR_PAGE_SIZE, (off_t)p) != (ssize_t)FR_PAGE_SIZE) {
-			close(fd);
-			return -1;
-		}
-	return close(fd);
+	int rc = ftruncate(fd, (off_t)m->size) < 0 ||
+			 ct_write_pages(fd, m->persisted, m->size, m->nonzero, NULL) < 0
+		     ? -1
+		     : 0;
+	return close(fd) < 0 ? -1 : rc;
 }
 
 struct result {
 	char mode[8];
 	char name[96];
 	int nops;
-	uint64_t instants, named, pre_dups, checked, post_dups, nested, violations;
+	uint64_t instants, named, pre_dups, sampled_out, checked, post_dups, nested, violations;
 	double seconds;
 };
 
@@ -265,6 +276,17 @@ int ct_space_after_rm(struct fm_backend *be, uint64_t *free_pages, uint64_t *met
 static int fresh_space(const char *workdir, int mode, uint64_t size, uint64_t *freep,
 		       uint64_t *meta)
 {
+	/* The same for every workload of a mode: measured once. */
+	static struct {
+		int valid, mode;
+		uint64_t size, freep, meta;
+	} cache[2];
+	for (int i = 0; i < 2; i++)
+		if (cache[i].valid && cache[i].mode == mode && cache[i].size == size) {
+			*freep = cache[i].freep;
+			*meta = cache[i].meta;
+			return 0;
+		}
 	char pool[600];
 	snprintf(pool, sizeof pool, "%s/fresh.pool", workdir);
 	struct ferrite_mkfs_opts mo = {.size = size, .mode = mode, .force = 1};
@@ -279,6 +301,14 @@ static int fresh_space(const char *workdir, int mode, uint64_t size, uint64_t *f
 	rc = ct_space_after_rm(be, freep, meta);
 	fm_ferrite_unmount(be);
 	unlink(pool);
+	if (rc == 0) {
+		int i = cache[0].valid ? 1 : 0;
+		cache[i].valid = 1;
+		cache[i].mode = mode;
+		cache[i].size = size;
+		cache[i].freep = *freep;
+		cache[i].meta = *meta;
+	}
 	return rc;
 }
 
@@ -367,10 +397,8 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 	}
 	char base[600];
 	snprintf(base, sizeof base, "%s/base.pool", wd);
-	if (write_base(base,
-		       (const uint8_t *)(x->m.pool->alias ? x->m.pool->alias : x->m.pool->base),
-		       run->pool_size) < 0 ||
-	    ct_model_record(&x->m, NULL, 0) < 0 || ct_worker_base(x->w, base, x->m.hash) < 0) {
+	if (ct_model_record(&x->m, NULL, 0) < 0 || write_base(base, &x->m) < 0 ||
+	    ct_worker_base(x->w, base, x->m.hash) < 0) {
 		fprintf(stderr, "crashtest: cannot start recording\n");
 		goto out_fs;
 	}
@@ -420,6 +448,7 @@ out:
 	res->instants = x->instants;
 	res->named = x->named;
 	res->pre_dups = x->pre_dups;
+	res->sampled_out = x->sampled_out;
 	if (x->st) {
 		res->checked = x->st->images;
 		res->post_dups = x->st->post_dups;
@@ -468,8 +497,10 @@ static void usage(FILE *f)
 		"      --seed S         random workloads and sampled images (default 1)\n"
 		"      --random-len N   operations per random workload (default 25)\n"
 		"      --pool-mib N     pool size (default 64)\n"
-		"      --nested N       images per fence of a crash during recovery (default 8)\n"
+		"      --nested N       images per fence of a crash during recovery (default 3)\n"
 		"      --timeout S      per image (default 60)\n"
+		"      --sample N       check at most N images per instant, evenly spaced (for\n"
+		"                       slow builds such as the sanitizer one; default: all)\n"
 		"      --point P --variant V\n"
 		"                       replay one image of one workload (as printed by a\n"
 		"                       violation) verbosely, keeping the image\n"
@@ -512,14 +543,16 @@ static void write_json(struct result *res, int n, double secs)
 	for (int i = 0; i < n; i++)
 		fprintf(f,
 			"    {\"mode\": \"%s\", \"workload\": \"%s\", \"ops\": %d, \"instants\": "
-			"%llu, \"images\": %llu, \"duplicates\": %llu, \"checked\": %llu, "
+			"%llu, \"images\": %llu, \"duplicates\": %llu, \"sampled_out\": %llu, "
+			"\"checked\": %llu, "
 			"\"recovered_alike\": %llu, \"nested\": %llu, \"violations\": %llu, "
 			"\"seconds\": %.2f}%s\n",
 			res[i].mode, res[i].name, res[i].nops, (unsigned long long)res[i].instants,
 			(unsigned long long)res[i].named, (unsigned long long)res[i].pre_dups,
-			(unsigned long long)res[i].checked, (unsigned long long)res[i].post_dups,
-			(unsigned long long)res[i].nested, (unsigned long long)res[i].violations,
-			res[i].seconds, i + 1 < n ? "," : "");
+			(unsigned long long)res[i].sampled_out, (unsigned long long)res[i].checked,
+			(unsigned long long)res[i].post_dups, (unsigned long long)res[i].nested,
+			(unsigned long long)res[i].violations, res[i].seconds,
+			i + 1 < n ? "," : "");
 	fprintf(f, "  ]\n}\n");
 	fclose(f);
 }
@@ -537,7 +570,7 @@ int main(int argc, char **argv)
 	O.timeout_s = 60;
 	O.pool_mib = 64;
 	O.point = O.variant = -1;
-	O.nested = 8;
+	O.nested = 3;
 	O.workdir = "/dev/shm";
 	const char *via = getenv("FERRITE_CRASHTEST_AS");
 	O.self = via && *via ? via : argv[0];
@@ -565,6 +598,8 @@ int main(int argc, char **argv)
 			O.pool_mib = strtoull(v, NULL, 0);
 		} else if (ARG("--nested", NULL)) {
 			O.nested = atoi(v);
+		} else if (ARG("--sample", NULL)) {
+			O.sample = atoi(v) < 3 ? 3 : atoi(v);
 		} else if (ARG("--timeout", NULL)) {
 			O.timeout_s = atoi(v);
 		} else if (ARG("--point", NULL)) {
@@ -654,24 +689,33 @@ int main(int argc, char **argv)
 		}
 stop:;
 	double secs = now_s() - t0;
-	uint64_t inst = 0, named = 0, dups = 0, checked = 0, alike = 0, nested = 0;
+	uint64_t inst = 0, named = 0, dups = 0, sampled = 0, checked = 0, alike = 0, nested = 0;
 	for (int i = 0; i < done; i++) {
 		inst += res[i].instants;
 		named += res[i].named;
 		dups += res[i].pre_dups;
+		sampled += res[i].sampled_out;
 		checked += res[i].checked;
 		alike += res[i].post_dups;
 		nested += res[i].nested;
 	}
+	char sample_note[64] = "";
+	if (sampled)
+		snprintf(sample_note, sizeof sample_note, ", %llu left out by --sample",
+			 (unsigned long long)sampled);
 	printf("\ncrashtest: %d of %d workload runs in %.1f s: %llu crash instants, %llu images "
-	       "(%llu duplicates by hash), %llu checked in a child (%llu recovered to a state "
+	       "(%llu duplicates by hash%s), %llu checked in a child (%llu recovered to a state "
 	       "already judged), %llu crash-during-recovery images; %llu violations%s\n",
 	       done, total, secs, (unsigned long long)inst, (unsigned long long)named,
-	       (unsigned long long)dups, (unsigned long long)checked, (unsigned long long)alike,
-	       (unsigned long long)nested, (unsigned long long)viol,
+	       (unsigned long long)dups, sample_note, (unsigned long long)checked,
+	       (unsigned long long)alike, (unsigned long long)nested, (unsigned long long)viol,
 	       errors ? " (and set-up errors, see above)" : "");
 	if (O.json)
 		write_json(res, done, secs);
+	free(res);
+	for (int i = 0; i < nw; i++)
+		free(ws[i].ops);
+	free(ws);
 	if (O.expect_violation) {
 		printf("crashtest: %s\n",
 		       viol ? "the planted bug was caught" : "expected a violation and found none");

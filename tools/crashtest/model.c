@@ -60,6 +60,20 @@ uint64_t ct_line_hash(uint64_t line, const uint8_t *p)
 	return h;
 }
 
+/* Hash of an all-zero image of nlines lines (computed once per size). */
+static uint64_t zero_image_hash(uint64_t nlines)
+{
+	static uint64_t cached_lines, cached;
+	static const uint8_t zero[CT_LINE];
+	if (cached_lines != nlines) {
+		cached = 0;
+		for (uint64_t l = 0; l < nlines; l++)
+			cached += ct_line_hash(l, zero);
+		cached_lines = nlines;
+	}
+	return cached;
+}
+
 uint64_t ct_image_hash(const uint8_t *img, uint64_t size)
 {
 	uint64_t h = 0;
@@ -197,7 +211,7 @@ static void emit_point(struct ct_model *m, int after)
 				}
 		if (u == nunits) {
 			pb.ucopy[nunits] = c;
-			pb.pt.units[nunits] = (struct ct_unit){0, 0, c != 0};
+			pb.pt.units[nunits] = (struct ct_unit){0, 0, c != 0, 0};
 			nunits++;
 		}
 		unit_of[i] = u;
@@ -288,6 +302,7 @@ void ct_model_free(struct ct_model *m)
 	zfree(m->snap, m->size);
 	zfree(m->flags, m->nlines);
 	zfree(m->copy, m->nlines * sizeof(uint64_t));
+	free(m->nonzero);
 	free(m->dirty);
 	memset(m, 0, sizeof(*m));
 }
@@ -330,14 +345,30 @@ int ct_model_record(struct ct_model *m, uint8_t *image, uint64_t hash)
 		m->own_persisted = 0;
 		m->hash = hash;
 	} else {
-		if (!m->own_persisted) {
-			m->persisted = zalloc(m->size);
-			if (!m->persisted)
-				return -ENOMEM;
-			m->own_persisted = 1;
+		/* Copy and hash only the pages that hold anything: a pool is
+		 * mostly zeros, and a zero page costs nothing to map. */
+		if (m->own_persisted)
+			zfree(m->persisted, m->size);
+		free(m->nonzero);
+		m->persisted = zalloc(m->size);
+		m->nonzero = calloc(m->size / FR_PAGE_SIZE / 64 + 1, sizeof(uint64_t));
+		if (!m->persisted || !m->nonzero)
+			return -ENOMEM;
+		m->own_persisted = 1;
+		static const uint8_t zero[FR_PAGE_SIZE];
+		const uint8_t *lv = live(m);
+		m->hash = zero_image_hash(m->nlines);
+		for (uint64_t pg = 0; pg < m->size / FR_PAGE_SIZE; pg++) {
+			const uint8_t *src = lv + pg * FR_PAGE_SIZE;
+			if (!memcmp(src, zero, FR_PAGE_SIZE))
+				continue;
+			memcpy(m->persisted + pg * FR_PAGE_SIZE, src, FR_PAGE_SIZE);
+			m->nonzero[pg / 64] |= 1ULL << (pg % 64);
+			for (uint64_t l = pg * (FR_PAGE_SIZE / CT_LINE);
+			     l < (pg + 1) * (FR_PAGE_SIZE / CT_LINE); l++)
+				m->hash +=
+				    ct_line_hash(l, lv + l * CT_LINE) - ct_line_hash(l, zero);
 		}
-		memcpy(m->persisted, live(m), m->size);
-		m->hash = ct_image_hash(m->persisted, m->size);
 	}
 	/* Only listed lines carry flags: clearing them beats touching every page. */
 	for (uint64_t i = 0; i < m->ndirty; i++)

@@ -303,6 +303,11 @@ static void run_checker(struct wstate *ws, struct slot *s, const struct ct_point
 		fprintf(stderr, "crashtest: cannot write the image %s: %s\n", img, strerror(errno));
 		_exit(2);
 	}
+	if (getenv("CT_VERIFY_HASH") && ct_image_hash(ws->persisted, ws->size) != hash) {
+		fprintf(stderr, "crashtest: internal error: image hash mismatch at instant %llu\n",
+			(unsigned long long)pt->index);
+		_exit(2);
+	}
 	int rc = ct_check_image(run, ws->persisted, ws->size, hash, pt, &v, vid, img, ws->pnz,
 				s->touched, ws->st, stderr);
 	if (run->keep)
@@ -424,9 +429,9 @@ static int worker_main(const struct ct_run *run, int jobs, struct ct_stats *st, 
 		p += sizeof(uint64_t) * pw.nlines;
 		pt.content = p;
 		p += (uint64_t)CT_LINE * pw.nlines;
-		const uint32_t *vids = (const uint32_t *)p;
-		p += sizeof(uint32_t) * pw.nvar;
 		const uint64_t *hashes = (const uint64_t *)p;
+		p += sizeof(uint64_t) * pw.nvar;
+		const uint32_t *vids = (const uint32_t *)p;
 		uint8_t *take = malloc(pw.nunits + 1);
 		for (uint32_t i = 0; i < pw.nvar; i++) {
 			if (run->plant && __atomic_load_n(&st->violations, __ATOMIC_RELAXED))
@@ -543,8 +548,8 @@ int ct_worker_point(struct ct_worker *w, const struct ct_point *pt, const uint32
 	    write_all(w->fd, pt->units, sizeof(struct ct_unit) * pt->nunits) ||
 	    write_all(w->fd, pt->lines, sizeof(uint64_t) * pt->nlines) ||
 	    write_all(w->fd, pt->content, (uint64_t)CT_LINE * pt->nlines) ||
-	    write_all(w->fd, vids, sizeof(uint32_t) * n) ||
-	    write_all(w->fd, hashes, sizeof(uint64_t) * n))
+	    write_all(w->fd, hashes, sizeof(uint64_t) * n) ||
+	    write_all(w->fd, vids, sizeof(uint32_t) * n))
 		return -1;
 	return 0;
 }
