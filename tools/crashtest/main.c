@@ -12,6 +12,7 @@
 #include "ct.h"
 
 #include <errno.h>
+#include <execinfo.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
@@ -557,6 +558,24 @@ static void write_json(struct result *res, int n, double secs)
 	fclose(f);
 }
 
+/* A fault on a guarded pool is a store that bypassed the persist layer: say
+ * so, with where it came from, then die of the signal as before. Checkers
+ * inherit this, so it covers recovery too. */
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	(void)uc;
+	char where[512];
+	if (pm_region_describe(si->si_addr, where, sizeof where)) {
+		dprintf(2, "crashtest: a store bypassed the persist layer: address %p, in the %s\n",
+			si->si_addr, where);
+		void *bt[64];
+		int n = backtrace(bt, 64);
+		backtrace_symbols_fd(bt, n, 2);
+	}
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
 static int is_opt(const char *a, const char *long_, const char *short_)
 {
 	return !strcmp(a, long_) || (short_ && !strcmp(a, short_));
@@ -662,6 +681,9 @@ int main(int argc, char **argv)
 	umask(0);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	signal(SIGPIPE, SIG_IGN);
+	struct sigaction sa = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO};
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
 	char wd[600];
 	snprintf(wd, sizeof wd, "%s/ferrite-crashtest-%d", O.workdir, (int)getpid());
 	if (mkdir_p(wd) < 0) {
