@@ -104,9 +104,9 @@ void ct_replay_cmd(const struct ct_run *run, const struct ct_point *pt, uint64_t
 	int k = snprintf(buf, len, "%s --mode %s --workload %s --point %llu --variant %llu",
 			 run->argv0, run->mode_name, run->w->name, (unsigned long long)pt->index,
 			 (unsigned long long)vid);
-	if (k > 0 && (size_t)k < len && run->pool_size != 64ULL << 20)
+	if (k > 0 && (size_t)k < len && O.pool_mib)
 		k += snprintf(buf + k, len - (size_t)k, " --pool-mib %llu",
-			      (unsigned long long)(run->pool_size >> 20));
+			      (unsigned long long)O.pool_mib);
 	if (k > 0 && (size_t)k < len && run->plant)
 		snprintf(buf + k, len - (size_t)k, " --plant %s", run->plant);
 }
@@ -329,7 +329,10 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 	run->workdir = wd;
 	run->mode = mode;
 	run->mode_name = mode_name;
-	run->pool_size = O.pool_mib << 20;
+	/* Smaller pools cost less to format and record: the small tree fits 32 MiB. */
+	run->pool_size = O.pool_mib		    ? O.pool_mib << 20
+			 : w->tree == CT_TREE_SMALL ? 32ULL << 20
+						    : 64ULL << 20;
 	run->w = w;
 	run->nested_max = O.nested;
 	run->timeout_s = O.timeout_s;
@@ -497,7 +500,8 @@ static void usage(FILE *f)
 		"      --budget SECONDS stop starting workloads after this long\n"
 		"      --seed S         random workloads and sampled images (default 1)\n"
 		"      --random-len N   operations per random workload (default 25)\n"
-		"      --pool-mib N     pool size (default 64)\n"
+		"      --pool-mib N     pool size (default 32 for the small tree, 64 for the\n"
+		"                       populated one)\n"
 		"      --nested N       images per fence of a crash during recovery (default 3)\n"
 		"      --timeout S      per image (default 60)\n"
 		"      --sample N       check at most N images per instant, evenly spaced (for\n"
@@ -587,7 +591,7 @@ int main(int argc, char **argv)
 	O.random_len = 25;
 	O.jobs = (int)sysconf(_SC_NPROCESSORS_ONLN);
 	O.timeout_s = 60;
-	O.pool_mib = 64;
+	O.pool_mib = 0; /* by tree */
 	O.point = O.variant = -1;
 	O.nested = 3;
 	O.workdir = "/dev/shm";
@@ -663,7 +667,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	pm_plant(NULL);
-	if (O.pool_mib < 16 || O.pool_mib % 2) {
+	if (O.pool_mib && (O.pool_mib < 16 || O.pool_mib % 2)) {
 		fprintf(stderr, "crashtest: --pool-mib must be an even number >= 16\n");
 		return 2;
 	}
