@@ -361,7 +361,8 @@ static int run(void)
 		perror(dir);
 		return 2;
 	}
-	if (!O.posix && fm_ferrite_mkfs(pool, O.pool_mib << 20, why, sizeof why) < 0) {
+	if (!O.posix &&
+	    fm_ferrite_mkfs(pool, O.pool_mib << 20, FERRITE_MODE_SYNC, why, sizeof why) < 0) {
 		fprintf(stderr, "%s\n", why);
 		return 2;
 	}
