@@ -297,6 +297,10 @@ struct fm_lenient {
 int fm_tree_compare(struct fm_backend *a, struct fm_backend *b, const char *root,
 		    struct fm_lenient *len, char *why, size_t whylen);
 
+/* Entries of directory path without "." and "..", sorted by name; *out is
+ * malloc'ed (free it). Returns 0 or -errno. */
+int fm_tree_list(struct fm_backend *be, const char *path, struct fm_dent **out, int *n);
+
 struct fm_counts {
 	uint64_t files, dirs, symlinks; /* distinct inodes; dirs include root */
 	uint64_t bytes;
