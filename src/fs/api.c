@@ -15,13 +15,13 @@
 	do {                                                                                       \
 		fr_err_clear();                                                                    \
 		if (!(fs))                                                                         \
-			return fr_err_finish(-EINVAL);                                             \
+			return api_end(-EINVAL);                                                   \
 	} while (0)
 
 int ferrite_statvfs(ferrite_fs *fs, struct statvfs *sv)
 {
 	CHECK_FS(fs);
-	return fr_err_finish(fs_statvfs(fs, sv));
+	return api_end(fs_statvfs(fs, sv));
 }
 
 /* Resolves (dirfd, path) to an inode for the calls that act on one. */
@@ -52,9 +52,9 @@ int ferrite_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st
 {
 	CHECK_FS(fs);
 	if (!st)
-		return fr_err_finish(-EFAULT);
+		return api_end(-EFAULT);
 	if (flags & ~(AT_FLAGS_KNOWN | AT_STATX_SYNC_TYPE))
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	uint64_t ino;
 	struct ofile *held;
 	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
@@ -62,7 +62,7 @@ int ferrite_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st
 		rc = fs_stat_ino(fs, ino, st);
 		at_end(fs, held);
 	}
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_stat(ferrite_fs *fs, const char *path, struct stat *st)
@@ -79,7 +79,7 @@ int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int
 {
 	CHECK_FS(fs);
 	if (flags & ~(AT_FLAGS_KNOWN | AT_EACCESS))
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	uint64_t ino;
 	struct ofile *held;
 	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
@@ -87,7 +87,7 @@ int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int
 		rc = fs_access_ino(fs, ino, mode);
 		at_end(fs, held);
 	}
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_access(ferrite_fs *fs, const char *path, int mode)
@@ -99,7 +99,7 @@ int ferrite_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, i
 {
 	CHECK_FS(fs);
 	if (flags & ~AT_FLAGS_KNOWN)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	uint64_t ino;
 	struct ofile *held;
 	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
@@ -108,7 +108,7 @@ int ferrite_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, i
 		rc = S_ISLNK(ino_ptr(fs, ino)->i_mode) ? -EOPNOTSUPP : fs_chmod_ino(fs, ino, mode);
 		at_end(fs, held);
 	}
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_chmod(ferrite_fs *fs, const char *path, mode_t mode)
@@ -120,7 +120,7 @@ int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid
 {
 	CHECK_FS(fs);
 	if (flags & ~AT_FLAGS_KNOWN)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	uint64_t ino;
 	struct ofile *held;
 	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
@@ -128,7 +128,7 @@ int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid
 		rc = fs_chown_ino(fs, ino, uid, gid);
 		at_end(fs, held);
 	}
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
@@ -146,9 +146,9 @@ int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct 
 {
 	CHECK_FS(fs);
 	if (flags & ~AT_FLAGS_KNOWN)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	if (!path)
-		return fr_err_finish(-EINVAL); /* as glibc's utimensat; futimens is the fd call */
+		return api_end(-EINVAL); /* as glibc's utimensat; futimens is the fd call */
 	uint64_t ino;
 	struct ofile *held;
 	int rc = resolve_at(fs, dirfd, path, flags, !(flags & AT_SYMLINK_NOFOLLOW), &ino, &held);
@@ -156,18 +156,18 @@ int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct 
 		rc = fs_utimens_ino(fs, ino, times);
 		at_end(fs, held);
 	}
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
 {
 	if (flags & ~AT_SYMLINK_NOFOLLOW) {
 		fr_err_clear();
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	}
 	if (!path) {
 		fr_err_clear();
-		return fr_err_finish(-EFAULT);
+		return api_end(-EFAULT);
 	}
 	return ferrite_utimensat(fs, FERRITE_AT_ROOT, path, times, flags);
 }
@@ -183,7 +183,7 @@ int ferrite_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, de
 	if (!rc)
 		rc = fs_mknod(fs, at, path, mode, rdev);
 	at_end(fs, held);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
@@ -200,14 +200,14 @@ int ferrite_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
 {
 	CHECK_FS(fs);
 	if (flags & ~AT_REMOVEDIR)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	uint64_t at;
 	struct ofile *held;
 	int rc = at_begin(fs, dirfd, path, 0, &at, &held);
 	if (!rc)
 		rc = (flags & AT_REMOVEDIR) ? fs_rmdir(fs, at, path) : fs_unlink(fs, at, path);
 	at_end(fs, held);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_rmdir(ferrite_fs *fs, const char *path)
@@ -233,7 +233,7 @@ int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int new
 		rc = fs_rename(fs, oat, oldpath, nat, newpath, flags);
 	at_end(fs, nheld);
 	at_end(fs, oheld);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
@@ -246,7 +246,7 @@ int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 {
 	CHECK_FS(fs);
 	if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH))
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	uint64_t oat, nat;
 	struct ofile *oheld, *nheld = NULL;
 	int rc = at_begin(fs, olddirfd, oldpath, flags & AT_EMPTY_PATH, &oat, &oheld);
@@ -258,7 +258,7 @@ int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 			     newpath);
 	at_end(fs, nheld);
 	at_end(fs, oheld);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
@@ -275,7 +275,7 @@ int ferrite_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const ch
 	if (!rc)
 		rc = fs_symlink(fs, target, at, linkpath);
 	at_end(fs, held);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
@@ -287,9 +287,9 @@ ssize_t ferrite_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *bu
 {
 	CHECK_FS(fs);
 	if (!buf)
-		return fr_err_finish(-EFAULT);
+		return api_end(-EFAULT);
 	if (size == 0)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	uint64_t at;
 	struct ofile *held;
 	/* An empty path reads the link dirfd names (O_PATH|O_NOFOLLOW). */
@@ -298,16 +298,14 @@ ssize_t ferrite_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *bu
 	if (n >= 0)
 		n = fs_readlink(fs, at, n == 1 ? NULL : path, buf, size);
 	at_end(fs, held);
-	if (n < 0)
-		fr_err_finish((int)n);
-	return n;
+	return api_end_ss(n);
 }
 
 ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
 {
 	if (!path) {
 		fr_err_clear();
-		return fr_err_finish(-EFAULT);
+		return api_end(-EFAULT);
 	}
 	return ferrite_readlinkat(fs, FERRITE_AT_ROOT, path, buf, size);
 }

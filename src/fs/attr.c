@@ -34,7 +34,7 @@ int ferrite_set_creds(uid_t uid, gid_t gid, size_t ngroups, const gid_t *groups)
 {
 	fr_err_clear();
 	if (ngroups > FR_ARRAY_SIZE(tl_cred.groups) || (ngroups && !groups))
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	tl_cred.uid = uid;
 	tl_cred.gid = gid;
 	tl_cred.ngroups = (int)ngroups;

@@ -37,23 +37,23 @@ int ferrite_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out)
 {
 	fr_err_clear();
 	if (!fs || !out)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	struct nameidata nd;
 	int rc = path_walk(fs, 0, path, LOOKUP_FOLLOW, &nd);
-	return fr_err_finish(rc ? rc : opendir_ino(fs, nd.ino, out));
+	return api_end(rc ? rc : opendir_ino(fs, nd.ino, out));
 }
 
 int ferrite_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 {
 	fr_err_clear();
 	if (!fs || !out)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
-		return fr_err_finish(-EBADF);
+		return api_end(-EBADF);
 	int rc = (of->flags & O_PATH) ? -EBADF : opendir_ino(fs, of->vn->ino, out);
 	of_put(fs, of);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int opendir_ino(ferrite_fs *fs, uint64_t ino, ferrite_dir **out)
@@ -111,7 +111,7 @@ int ferrite_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
 {
 	fr_err_clear();
 	if (!d || !ent)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	ferrite_fs *fs = d->fs;
 	uint64_t ino = d->vn->ino;
 	struct fr_inode *ip = ino_ptr(fs, ino);
@@ -132,7 +132,7 @@ int ferrite_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
 			return 0;
 		int rc = refill(d);
 		if (rc)
-			return fr_err_finish(rc);
+			return api_end(rc);
 		if (d->nbuf == 0) {
 			d->pos = (int64_t)d->buf_next;
 			if (d->buf_next >= FR_HASH_END)
@@ -152,14 +152,14 @@ int ferrite_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
 int64_t ferrite_telldir(ferrite_dir *d)
 {
 	fr_err_clear();
-	return d ? d->pos : fr_err_finish(-EINVAL);
+	return d ? d->pos : api_end(-EINVAL);
 }
 
 int ferrite_seekdir(ferrite_dir *d, int64_t cookie)
 {
 	fr_err_clear();
 	if (!d || cookie < 0)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	d->pos = cookie;
 	d->nbuf = d->ibuf = 0;
 	return 0;
@@ -174,7 +174,7 @@ int ferrite_closedir(ferrite_dir *d)
 {
 	fr_err_clear();
 	if (!d)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	ferrite_fs *fs = d->fs;
 	pthread_mutex_lock(&fs->dir_lock);
 	ferrite_dir **pp = &fs->streams;

@@ -22,14 +22,9 @@
 #include "fs/fs.h"
 
 #define API_BEGIN()    fr_err_clear()
-#define API_RETURN(rc) return fr_err_finish(rc)
+#define API_RETURN(rc) return api_end(rc)
 
-static ssize_t finish_ss(ssize_t rc)
-{
-	if (rc < 0)
-		fr_err_finish((int)rc);
-	return rc;
-}
+#define finish_ss(rc) api_end_ss(rc)
 
 /* ---- vnodes -------------------------------------------------------------- */
 

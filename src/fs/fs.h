@@ -18,6 +18,7 @@
 #include "ferrite.h"
 #include "fs/fs_format.h"
 #include "meta/meta.h"
+#include "persist/pm.h"
 
 #define FS_LOCK_STRIPES 4096
 #define FS_MAX_SYMLINKS 40
@@ -73,6 +74,20 @@ struct ferrite_fs {
 	char *link_prefix; /* where the pool appears on the host (ferrite_set_link_prefix) */
 	size_t link_prefix_len;
 };
+
+/* Every public call returns through api_end (or api_end_ss for byte counts):
+ * a failure gets a message (ferrite_errmsg), and debug builds check that the
+ * call left nothing it stored unflushed or unfenced (persist/pm.h). */
+#define api_end(rc) (pm_op_end_check(__func__), fr_err_finish(rc))
+static inline ssize_t api_end_ss_(ssize_t rc, const char *fn)
+{
+	(void)fn;
+	pm_op_end_check(fn);
+	if (rc < 0)
+		fr_err_finish((int)rc);
+	return rc;
+}
+#define api_end_ss(rc) api_end_ss_((rc), __func__)
 
 /* ---- inodes (inode.c) ---------------------------------------------------- */
 

@@ -636,7 +636,7 @@ int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const c
 			fr_report(report, report_arg, "%s", fr_err_get());
 			return FERRITE_FSCK_UNCORRECTED;
 		}
-		return fr_err_finish(rc);
+		return api_end(rc);
 	}
 	int sb_bad = rc == 1;
 	ferrite_fs *fs;
@@ -655,7 +655,7 @@ int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const c
 	rc = fs_fsck(fs, repair, report, report_arg, progress, progress_arg);
 	ferrite_unmount(fs);
 	if (rc < 0)
-		return fr_err_finish(rc);
+		return api_end(rc);
 	if (sb_bad)
 		rc |= FERRITE_FSCK_UNCORRECTED;
 	if (fixed)

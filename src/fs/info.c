@@ -53,7 +53,7 @@ int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info)
 {
 	fr_err_clear();
 	if (!fs || !info)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	memset(info, 0, sizeof(*info));
 	struct meta *m = &fs->m;
 	const uint8_t *u = m->sb->sb_uuid;

@@ -208,19 +208,19 @@ int ferrite_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int f
 {
 	fr_err_clear();
 	if (!fs || !out)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	int type = flags & MAP_TYPE;
 	int fixed = flags & (MAP_FIXED | MAP_FIXED_NOREPLACE);
 	if (!len || offset < 0 || (offset & (off_t)(FR_PAGE_SIZE - 1)) ||
 	    (type != MAP_SHARED && type != MAP_PRIVATE && type != MAP_SHARED_VALIDATE) ||
 	    (flags & MAP_HUGETLB) || (fixed && ((uintptr_t)addr & (FR_PAGE_SIZE - 1))))
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	size_t plen = FR_ALIGN_UP(len, FR_PAGE_SIZE);
 	if (plen < len || (uint64_t)offset + plen > fs->max_file_size)
-		return fr_err_finish(fr_err(-EOVERFLOW, "mapping beyond the largest file size"));
+		return api_end(fr_err(-EOVERFLOW, "mapping beyond the largest file size"));
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
-		return fr_err_finish(-EBADF);
+		return api_end(-EBADF);
 	int shared = type != MAP_PRIVATE;
 	int acc = of->flags & O_ACCMODE, rc = 0;
 	uint64_t ino = of->vn->ino;
@@ -232,12 +232,12 @@ int ferrite_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int f
 		rc = -ENODEV;
 	if (rc) {
 		of_put(fs, of);
-		return fr_err_finish(rc);
+		return api_end(rc);
 	}
 	struct mm_map *m = calloc(1, sizeof(*m));
 	if (!m) {
 		of_put(fs, of);
-		return fr_err_finish(-ENOMEM);
+		return api_end(-ENOMEM);
 	}
 	pthread_mutex_lock(&mm_lock);
 	if (fixed & MAP_FIXED)
@@ -286,19 +286,19 @@ fail:
 	pthread_mutex_unlock(&mm_lock);
 	of_put(fs, of);
 	free(m);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 ssize_t ferrite_munmap(ferrite_fs *fs, void *addr, size_t len)
 {
 	fr_err_clear();
 	if (!fs || ((uintptr_t)addr & (FR_PAGE_SIZE - 1)) || !len)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	char *a = addr, *b = a + FR_ALIGN_UP(len, FR_PAGE_SIZE);
 	pthread_mutex_lock(&mm_lock);
 	ssize_t rc = mm_cut_range(fs, a, b);
 	pthread_mutex_unlock(&mm_lock);
-	return rc < 0 ? fr_err_finish((int)rc) : rc;
+	return api_end_ss(rc);
 }
 
 ssize_t ferrite_msync(ferrite_fs *fs, void *addr, size_t len, int flags)
@@ -307,7 +307,7 @@ ssize_t ferrite_msync(ferrite_fs *fs, void *addr, size_t len, int flags)
 	if (!fs || ((uintptr_t)addr & (FR_PAGE_SIZE - 1)) ||
 	    (flags & ~(MS_ASYNC | MS_SYNC | MS_INVALIDATE)) ||
 	    (flags & (MS_ASYNC | MS_SYNC)) == (MS_ASYNC | MS_SYNC))
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	char *a = addr, *b = a + FR_ALIGN_UP(len, FR_PAGE_SIZE);
 	ssize_t covered = 0;
 	pthread_mutex_lock(&mm_lock);
@@ -329,7 +329,7 @@ ssize_t ferrite_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot)
 {
 	fr_err_clear();
 	if (!fs)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	char *a = addr, *b = a + FR_ALIGN_UP(len, FR_PAGE_SIZE);
 	ssize_t covered = 0;
 	pthread_mutex_lock(&mm_lock);
@@ -378,10 +378,10 @@ int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)
 {
 	fr_err_clear();
 	if (!fs || from < 0 || len < 0)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	int64_t ino = mm_fd_ino(fs, fd);
 	if (ino < 0)
-		return fr_err_finish((int)ino);
+		return api_end((int)ino);
 	uint64_t lo = (uint64_t)from, hi = len ? (uint64_t)from + (uint64_t)len : UINT64_MAX;
 	if (!len)
 		lo = mm_shrink_from((uint64_t)from);
@@ -425,14 +425,14 @@ int ferrite_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
 {
 	fr_err_clear();
 	if (!fs || newsize < 0)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	int64_t ino = mm_fd_ino(fs, fd);
 	if (ino < 0)
-		return fr_err_finish((int)ino);
+		return api_end((int)ino);
 	pthread_mutex_lock(&mm_lock);
 	int rc = mm_shrink_ino(fs, (uint64_t)ino, (uint64_t)newsize);
 	pthread_mutex_unlock(&mm_lock);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 /* The library's own truncate and punch go through these, under mm_lock, so
@@ -463,15 +463,15 @@ int ferrite_mmap_refresh(ferrite_fs *fs, int fd)
 {
 	fr_err_clear();
 	if (!fs)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	int64_t ino = mm_fd_ino(fs, fd);
 	if (ino < 0)
-		return fr_err_finish((int)ino);
+		return api_end((int)ino);
 	int rc = 0;
 	pthread_mutex_lock(&mm_lock);
 	for (struct mm_map *m = mm_head; m && !rc; m = m->next)
 		if (m->fs == fs && m->ino == (uint64_t)ino && m->filled < m->len)
 			rc = mm_grow(m);
 	pthread_mutex_unlock(&mm_lock);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }

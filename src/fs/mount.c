@@ -47,10 +47,9 @@ int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
 	if (!pool)
 		pool = ferrite_default_pool();
 	if (opts->mode == FERRITE_MODE_STRICT)
-		return fr_err_finish(
-		    fr_err(-EOPNOTSUPP, "strict mode is not available in this release"));
+		return api_end(fr_err(-EOPNOTSUPP, "strict mode is not available in this release"));
 	if (opts->mode != FERRITE_MODE_SYNC)
-		return fr_err_finish(fr_err(-EINVAL, "unknown mode %d", opts->mode));
+		return api_end(fr_err(-EINVAL, "unknown mode %d", opts->mode));
 	if (!opts->no_hugepages && strcmp(pool, DEFAULT_POOL_PATH) == 0)
 		pool_prepare_default_dir(pool);
 	struct meta_mkfs_params p = {
@@ -60,7 +59,7 @@ int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
 	    .progress_arg = opts->progress_arg,
 	    .force = opts->force,
 	};
-	return fr_err_finish(meta_mkfs(pool, &p, make_root, NULL));
+	return api_end(meta_mkfs(pool, &p, make_root, NULL));
 }
 
 static int fs_init_volatile(ferrite_fs *fs)
@@ -92,21 +91,21 @@ int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferri
 {
 	fr_err_clear();
 	if (!out)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	*out = NULL;
 	if (opts && opts->read_only)
-		return fr_err_finish(fr_err(-EOPNOTSUPP, "read-only mounts are not supported yet"));
+		return api_end(fr_err(-EOPNOTSUPP, "read-only mounts are not supported yet"));
 	if (!pool)
 		pool = ferrite_default_pool();
 	ferrite_fs *fs = calloc(1, sizeof(*fs));
 	if (!fs)
-		return fr_err_finish(-ENOMEM);
+		return api_end(-ENOMEM);
 	int rc = fs_init_volatile(fs);
 	if (!rc)
 		rc = meta_open(&fs->m, pool);
 	if (rc) {
 		fs_free(fs);
-		return fr_err_finish(rc);
+		return api_end(rc);
 	}
 	fs->root_ino = fs->m.st->st_root_ino;
 	fs->hash_seed = fs->m.sb->sb_hash_seed;
@@ -123,14 +122,14 @@ int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferri
 fail:
 	meta_close(&fs->m);
 	fs_free(fs);
-	return fr_err_finish(rc);
+	return api_end(rc);
 }
 
 int ferrite_unmount(ferrite_fs *fs)
 {
 	fr_err_clear();
 	if (!fs)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	dirstream_close_all(fs);
 	fd_close_all(fs);
 	meta_close(&fs->m);

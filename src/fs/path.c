@@ -265,17 +265,17 @@ int ferrite_set_link_prefix(ferrite_fs *fs, const char *prefix)
 {
 	fr_err_clear();
 	if (!fs)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	char *copy = NULL;
 	if (prefix) {
 		size_t n = strlen(prefix);
 		while (n > 1 && prefix[n - 1] == '/')
 			n--;
 		if (prefix[0] != '/' || n < 2 || n >= FS_PATH_MAX)
-			return fr_err_finish(fr_err(-EINVAL, "the link prefix must be an absolute "
-							     "path other than /"));
+			return api_end(fr_err(-EINVAL, "the link prefix must be an absolute "
+						       "path other than /"));
 		if (!(copy = strndup(prefix, n)))
-			return fr_err_finish(-ENOMEM);
+			return api_end(-ENOMEM);
 	}
 	free(fs->link_prefix);
 	fs->link_prefix = copy;

@@ -364,11 +364,11 @@ ssize_t ferrite_fgetxattr(ferrite_fs *fs, int fd, const char *name, void *value,
 	fr_err_clear();
 	uint64_t ino;
 	if (!fs)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	ssize_t rc = fd_ino(fs, fd, &ino);
 	if (!rc)
 		rc = xa_get(fs, ino, name, value, size);
-	return rc < 0 ? fr_err_finish((int)rc) : rc;
+	return api_end_ss(rc);
 }
 
 int ferrite_fsetxattr(ferrite_fs *fs, int fd, const char *name, const void *value, size_t size,
@@ -377,9 +377,9 @@ int ferrite_fsetxattr(ferrite_fs *fs, int fd, const char *name, const void *valu
 	fr_err_clear();
 	uint64_t ino;
 	if (!fs)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	int rc = fd_ino(fs, fd, &ino);
-	return fr_err_finish(rc ? rc : xa_change(fs, ino, name, value, size, flags, 1));
+	return api_end(rc ? rc : xa_change(fs, ino, name, value, size, flags, 1));
 }
 
 ssize_t ferrite_flistxattr(ferrite_fs *fs, int fd, char *list, size_t size)
@@ -387,11 +387,11 @@ ssize_t ferrite_flistxattr(ferrite_fs *fs, int fd, char *list, size_t size)
 	fr_err_clear();
 	uint64_t ino;
 	if (!fs)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	ssize_t rc = fd_ino(fs, fd, &ino);
 	if (!rc)
 		rc = xa_list(fs, ino, list, size);
-	return rc < 0 ? fr_err_finish((int)rc) : rc;
+	return api_end_ss(rc);
 }
 
 int ferrite_fremovexattr(ferrite_fs *fs, int fd, const char *name)
@@ -399,9 +399,9 @@ int ferrite_fremovexattr(ferrite_fs *fs, int fd, const char *name)
 	fr_err_clear();
 	uint64_t ino;
 	if (!fs)
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	int rc = fd_ino(fs, fd, &ino);
-	return fr_err_finish(rc ? rc : xa_change(fs, ino, name, NULL, 0, 0, 0));
+	return api_end(rc ? rc : xa_change(fs, ino, name, NULL, 0, 0, 0));
 }
 
 /* The *at calls: an O_PATH descriptor for the target, the f* call on it.
@@ -410,7 +410,7 @@ static int at_open(ferrite_fs *fs, int dirfd, const char *path, int flags, int *
 {
 	*tmp = 0;
 	if (!fs || (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH)))
-		return fr_err_finish(-EINVAL);
+		return api_end(-EINVAL);
 	if ((flags & AT_EMPTY_PATH) && (!path || !path[0]))
 		return dirfd;
 	int fd = ferrite_openat(fs, dirfd, path,

@@ -65,14 +65,6 @@ struct pm_funcs pm_funcs = {
 
 static int pm_configured;
 
-#ifdef FERRITE_PM_TRACE
-const struct pm_trace_ops *pm_trace;
-void pm_trace_set(const struct pm_trace_ops *ops)
-{
-	pm_trace = ops;
-}
-#endif
-
 static int gran_from_env(void)
 {
 	const char *e = getenv("FERRITE_PM_GRANULARITY");
@@ -233,21 +225,36 @@ const char *pm_describe(void)
 
 void pm_copy_nt(void *dst, const void *src, size_t len)
 {
-	PM_TRACE_STORE(dst, len);
-	PM_TRACE_FLUSH(dst, len);
+	pm_dbg_store(dst, len);
+	pm_dbg_flush(dst, len);
+	if (PM_TRACED()) {
+		pm_trace_store(dst, src, len, 0);
+		pm_trace_flush(dst, len);
+		return;
+	}
 	pm_funcs.memcpy(dst, src, len, PMEM2_F_MEM_NONTEMPORAL | PMEM2_F_MEM_NODRAIN);
 }
 
 void pm_copy_flush(void *dst, const void *src, size_t len)
 {
-	PM_TRACE_STORE(dst, len);
-	PM_TRACE_FLUSH(dst, len);
+	pm_dbg_store(dst, len);
+	pm_dbg_flush(dst, len);
+	if (PM_TRACED()) {
+		pm_trace_store(dst, src, len, 0);
+		pm_trace_flush(dst, len);
+		return;
+	}
 	pm_funcs.memcpy(dst, src, len, PMEM2_F_MEM_TEMPORAL | PMEM2_F_MEM_NODRAIN);
 }
 
 void pm_zero_nt(void *dst, size_t len)
 {
-	PM_TRACE_STORE(dst, len);
-	PM_TRACE_FLUSH(dst, len);
+	pm_dbg_store(dst, len);
+	pm_dbg_flush(dst, len);
+	if (PM_TRACED()) {
+		pm_trace_fill(dst, 0, len);
+		pm_trace_flush(dst, len);
+		return;
+	}
 	pm_funcs.memset(dst, 0, len, PMEM2_F_MEM_NONTEMPORAL | PMEM2_F_MEM_NODRAIN);
 }

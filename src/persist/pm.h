@@ -51,70 +51,155 @@ void pm_teardown(void *handle);
 /* Human-readable name of the flush instruction in use. */
 const char *pm_describe(void);
 
+/* ---- tracing build (FERRITE_PM_TRACE) ---------------------------------------
+ *
+ * The crash-state explorer (tools/crashtest) links a build of the library in
+ * which every store, flush and fence below is reported to a tracer, in pool
+ * offsets: the space layer registers each range of the address space that
+ * maps pool memory (the direct mapping, the partition space) with a function
+ * that translates an address to its pool offset. While a tracer with `guard`
+ * set is installed when a pool is mapped, every mapping of that pool is made
+ * read-only and the functions here store through a separate writable alias,
+ * so a store that bypasses the persist layer faults at the instruction that
+ * made it. A store through the partition space is also checked to land where
+ * the page table says (a stale mapping would be a bug the alias would hide).
+ */
 #ifdef FERRITE_PM_TRACE
+#define PM_NO_OFF (~0ULL)
+
+/* One mapped pool, as the tracer sees it. */
+struct pm_pool {
+	const char *path;
+	char *alias; /* writable mapping of [0, size) when guarded, else NULL */
+	char *base;  /* the direct mapping */
+	uint64_t size;
+	void *tracer; /* the tracer's own state for this pool */
+};
+
 struct pm_trace_ops {
-	void (*store)(void *ctx, const void *addr, size_t len);
-	void (*flush)(void *ctx, const void *addr, size_t len);
+	/* A pool was mapped / is about to be unmapped. */
+	void (*pool_mapped)(void *ctx, struct pm_pool *pool);
+	void (*pool_unmapped)(void *ctx, struct pm_pool *pool);
+	/* After the bytes are in place: [off, off+len) of pool holds new data.
+	 * bulk: part of one large copy (a candidate for tearing). */
+	void (*store)(void *ctx, struct pm_pool *pool, uint64_t off, size_t len, int bulk);
+	void (*flush)(void *ctx, struct pm_pool *pool, uint64_t off, size_t len);
+	/* Before the fence takes effect (the crash point of everything pending). */
 	void (*fence)(void *ctx);
 	void *ctx;
+	int guard;
 };
 void pm_trace_set(const struct pm_trace_ops *ops);
 extern const struct pm_trace_ops *pm_trace;
-#define PM_TRACE_STORE(a, n)                                                                       \
-	do {                                                                                       \
-		if (pm_trace)                                                                      \
-			pm_trace->store(pm_trace->ctx, (a), (n));                                  \
-	} while (0)
-#define PM_TRACE_FLUSH(a, n)                                                                       \
-	do {                                                                                       \
-		if (pm_trace)                                                                      \
-			pm_trace->flush(pm_trace->ctx, (a), (n));                                  \
-	} while (0)
-#define PM_TRACE_FENCE()                                                                           \
-	do {                                                                                       \
-		if (pm_trace)                                                                      \
-			pm_trace->fence(pm_trace->ctx);                                            \
-	} while (0)
+
+/* Registration by the space layer. xlate returns the pool offset of addr
+ * (within one 4 KiB page) or PM_NO_OFF if no pool memory backs it. */
+typedef uint64_t (*pm_xlate_fn)(void *xctx, const char *addr);
+struct pm_pool *pm_pool_register(const char *path, char *base, uint64_t size, char *alias);
+void pm_pool_unregister(struct pm_pool *pool);
+void pm_region_add(struct pm_pool *pool, char *start, uint64_t len, pm_xlate_fn xlate, void *xctx);
+void pm_region_del(char *start);
+/* Should mappings of a pool mapped now be read-only (a guarding tracer)? */
+int pm_guard_wanted(void);
+/* The registered region holding addr, for a fault handler's message. */
+int pm_region_describe(const void *addr, char *buf, size_t len);
+
+void pm_trace_store(void *dst, const void *src, size_t len, int atomic);
+void pm_trace_fill(void *dst, int c, size_t len);
+void pm_trace_flush(const void *addr, size_t len);
+void pm_trace_fence(void);
+extern int pm_trace_active; /* a tracer or a guarded pool exists */
+#define PM_TRACED() FR_UNLIKELY(pm_trace_active)
 #else
-#define PM_TRACE_STORE(a, n) ((void)0)
-#define PM_TRACE_FLUSH(a, n) ((void)0)
-#define PM_TRACE_FENCE()     ((void)0)
+#define PM_TRACED() 0
+static inline void pm_trace_store(void *dst, const void *src, size_t len, int atomic)
+{
+	(void)dst, (void)src, (void)len, (void)atomic;
+}
+static inline void pm_trace_fill(void *dst, int c, size_t len)
+{
+	(void)dst, (void)c, (void)len;
+}
+static inline void pm_trace_flush(const void *addr, size_t len)
+{
+	(void)addr, (void)len;
+}
+static inline void pm_trace_fence(void)
+{
+}
 #endif
+
+/* ---- debug builds: nothing written-but-unpersisted at an operation's end ----
+ *
+ * Without NDEBUG each thread remembers the ranges it stored but has not
+ * flushed, and whether it flushed since its last fence; pm_op_end_check()
+ * (called where every public call returns) aborts with the culprit if either
+ * is left. pm_op_end_check_enable(0) turns the abort off for tools that
+ * detect the same thing themselves (the crash explorer).
+ */
+#ifndef NDEBUG
+void pm_dbg_store(const void *addr, size_t len);
+void pm_dbg_flush(const void *addr, size_t len);
+void pm_dbg_fence(void);
+void pm_op_end_check(const char *where);
+#else
+#define pm_dbg_store(a, n) ((void)0)
+#define pm_dbg_flush(a, n) ((void)0)
+#define pm_dbg_fence()	   ((void)0)
+#define pm_op_end_check(w) ((void)0)
+#endif
+void pm_op_end_check_enable(int on);
 
 /* Plain (cached) stores; durable only after pm_flush + pm_fence. */
 static inline void pm_store(void *dst, const void *src, size_t len)
 {
-	PM_TRACE_STORE(dst, len);
-	memcpy(dst, src, len);
+	pm_dbg_store(dst, len);
+	if (PM_TRACED())
+		pm_trace_store(dst, src, len, 0);
+	else
+		memcpy(dst, src, len);
 }
 
 static inline void pm_store8(void *dst, uint64_t v)
 {
-	PM_TRACE_STORE(dst, 8);
-	__atomic_store_n((uint64_t *)dst, v, __ATOMIC_RELAXED);
+	pm_dbg_store(dst, 8);
+	if (PM_TRACED())
+		pm_trace_store(dst, &v, 8, 1);
+	else
+		__atomic_store_n((uint64_t *)dst, v, __ATOMIC_RELAXED);
 }
 
 static inline void pm_store4(void *dst, uint32_t v)
 {
-	PM_TRACE_STORE(dst, 4);
-	__atomic_store_n((uint32_t *)dst, v, __ATOMIC_RELAXED);
+	pm_dbg_store(dst, 4);
+	if (PM_TRACED())
+		pm_trace_store(dst, &v, 4, 1);
+	else
+		__atomic_store_n((uint32_t *)dst, v, __ATOMIC_RELAXED);
 }
 
 static inline void pm_store1(void *dst, uint8_t v)
 {
-	PM_TRACE_STORE(dst, 1);
-	*(volatile uint8_t *)dst = v;
+	pm_dbg_store(dst, 1);
+	if (PM_TRACED())
+		pm_trace_store(dst, &v, 1, 1);
+	else
+		*(volatile uint8_t *)dst = v;
 }
 
 static inline void pm_flush(const void *addr, size_t len)
 {
-	PM_TRACE_FLUSH(addr, len);
+	pm_dbg_flush(addr, len);
+	if (PM_TRACED())
+		pm_trace_flush(addr, len);
 	pm_funcs.flush(addr, len);
 }
 
 static inline void pm_fence(void)
 {
-	PM_TRACE_FENCE();
+	pm_dbg_fence();
+	if (PM_TRACED())
+		pm_trace_fence();
 	pm_funcs.drain();
 }
 

@@ -312,10 +312,30 @@ int pool_map(struct pool *p, uint64_t size)
 	if (r == MAP_FAILED)
 		return fr_err(-ENOMEM, "cannot reserve %zu bytes of address space", resv);
 	char *base = (char *)FR_ALIGN_UP((uintptr_t)r, FR_UNIT_SIZE);
-	void *m = mmap(base, size, PROT_READ | PROT_WRITE, p->map_flags | MAP_FIXED, p->fd, 0);
+	int prot = PROT_READ | PROT_WRITE;
+#ifdef FERRITE_PM_TRACE
+	if (pm_guard_wanted()) {
+		/* Guarded (pm.h): read-only everywhere, one writable alias. */
+		void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, p->map_flags, p->fd, 0);
+		if (a == MAP_FAILED) {
+			int e = errno;
+			munmap(r, resv);
+			return fr_err(-e, "%s: cannot map the pool's alias: %s", p->path,
+				      strerror(e));
+		}
+		p->alias = a;
+		p->guarded = 1;
+		prot = PROT_READ;
+	}
+#endif
+	void *m = mmap(base, size, prot, p->map_flags | MAP_FIXED, p->fd, 0);
 	if (m == MAP_FAILED) {
 		int e = errno;
 		munmap(r, resv);
+		if (p->alias)
+			munmap(p->alias, size);
+		p->alias = NULL;
+		p->guarded = 0;
 		return fr_err(-e, "%s: cannot map the pool: %s", p->path, strerror(e));
 	}
 	if (p->kind == POOL_TMPFS)
@@ -328,14 +348,29 @@ int pool_map(struct pool *p, uint64_t size)
 	int rc = pm_setup(p->fd, base, size, gran, &p->pm_handle);
 	if (rc) {
 		munmap(r, resv);
+		if (p->alias)
+			munmap(p->alias, size);
+		p->alias = NULL;
+		p->guarded = 0;
 		p->base = NULL;
 		return rc;
 	}
+#ifdef FERRITE_PM_TRACE
+	p->pm = pm_pool_register(p->path, base, size, p->alias);
+#endif
 	return 0;
 }
 
 void pool_close(struct pool *p)
 {
+#ifdef FERRITE_PM_TRACE
+	pm_pool_unregister(p->pm);
+#endif
+	p->pm = NULL;
+	if (p->alias)
+		munmap(p->alias, p->size);
+	p->alias = NULL;
+	p->guarded = 0;
 	if (p->pm_handle)
 		pm_teardown(p->pm_handle);
 	p->pm_handle = NULL;

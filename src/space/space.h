@@ -43,6 +43,9 @@ struct pool {
 	int huge;	   /* backed by 2 MiB pages */
 	char backing[160]; /* human description for `ferrite info` */
 	void *pm_handle;
+	struct pm_pool *pm; /* tracing builds: the persist layer's record of it */
+	char *alias;	    /* tracing builds, guarded: the only writable mapping */
+	int guarded;	    /* every mapping of the pool is read-only (pm.h) */
 };
 
 /* Opens (and with create, creates) the pool file or device and takes the

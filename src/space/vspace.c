@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "persist/pm.h"
 #include "space/space.h"
 
 #ifndef MREMAP_DONTUNMAP
@@ -43,6 +44,17 @@ static void *reserve_at(char *addr, size_t len)
 	return mmap(addr, len, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED,
 		    -1, 0);
 }
+
+#ifdef FERRITE_PM_TRACE
+/* Tracing builds: the pool offset a partition-space address stores to. */
+static uint64_t vs_xlate(void *xctx, const char *addr)
+{
+	struct space *sp = xctx;
+	uint64_t v = (uint64_t)(addr - sp->vbase);
+	uint64_t phys = ppt_page(sp, v & ~(FR_PAGE_SIZE - 1));
+	return phys ? phys + (v & (FR_PAGE_SIZE - 1)) : PM_NO_OFF;
+}
+#endif
 
 int vs_init(struct space *sp)
 {
@@ -63,6 +75,9 @@ int vs_init(struct space *sp)
 	}
 	sp->wstate = ws;
 	pthread_mutex_init(&sp->map_lock, NULL);
+#ifdef FERRITE_PM_TRACE
+	pm_region_add(sp->pool->pm, sp->vbase, sp->vsize, vs_xlate, sp);
+#endif
 	sp->exc = NULL;
 	sp->nexc = sp->exc_cap = 0;
 	return 0;
@@ -70,6 +85,10 @@ int vs_init(struct space *sp)
 
 void vs_fini(struct space *sp)
 {
+#ifdef FERRITE_PM_TRACE
+	if (sp->vbase)
+		pm_region_del(sp->vbase);
+#endif
 	if (sp->vreserve)
 		munmap(sp->vreserve, sp->vreserve_len);
 	if (sp->wstate)
@@ -150,7 +169,8 @@ static int map_pool(struct space *sp, uint64_t v, uint64_t len, uint64_t pool_of
 {
 	struct pool *p = sp->pool;
 	int flags = p->map_flags | MAP_FIXED | (populate ? MAP_POPULATE : 0);
-	void *m = mmap(sp->vbase + v, len, PROT_READ | PROT_WRITE, flags, p->fd, (off_t)pool_off);
+	int prot = p->guarded ? PROT_READ : PROT_READ | PROT_WRITE;
+	void *m = mmap(sp->vbase + v, len, prot, flags, p->fd, (off_t)pool_off);
 	if (m == MAP_FAILED)
 		return fr_err(-ENOMEM, "cannot map file pages: %s", strerror(errno));
 	if (p->kind == POOL_TMPFS && len >= FR_UNIT_SIZE)
