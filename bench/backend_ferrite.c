@@ -117,7 +117,7 @@ static uint64_t fer_pool_size(const struct bench_opts *o)
 	return need < gib ? gib : need;
 }
 
-int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, char *why,
+int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, int strict, char *why,
 			 size_t whylen)
 {
 	struct ferrite_mkfs_opts mo = {0};
@@ -133,6 +133,12 @@ int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, ch
 		return -ENOMEM;
 	f->keep = o->keep;
 	snprintf(f->pool, sizeof(f->pool), "%s", o->pool);
+	if (strict) { /* bench.pool -> bench-strict.pool */
+		size_t n = strlen(o->pool);
+		int dot = n > 5 && strcmp(o->pool + n - 5, ".pool") == 0;
+		snprintf(f->pool, sizeof(f->pool), "%.*s-strict%s", (int)(dot ? n - 5 : n), o->pool,
+			 dot ? ".pool" : "");
+	}
 	snprintf(dir, sizeof(dir), "%s", o->pool);
 	rc = mkdir_p(dirname(dir));
 	if (rc < 0) {
@@ -142,7 +148,7 @@ int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, ch
 		return rc;
 	}
 	mo.size = o->pool_size ? o->pool_size : fer_pool_size(o);
-	mo.mode = FERRITE_MODE_SYNC;
+	mo.mode = strict ? FERRITE_MODE_STRICT : FERRITE_MODE_SYNC;
 	mo.force = 1;
 	mo.progress = fer_mkfs_progress;
 	mo.progress_arg = &last;
@@ -161,8 +167,8 @@ int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, ch
 		return rc;
 	}
 	memset(b, 0, sizeof(*b));
-	b->name = "ferrite";
-	b->caps = BK_CAP_NAMESPACE;
+	b->name = strict ? "strict" : "ferrite";
+	b->caps = strict ? 0 : BK_CAP_NAMESPACE; /* metadata is the same in both modes */
 	b->ctx = f;
 	if (ferrite_get_info(f->fs, &info) == 0)
 		snprintf(b->where, sizeof(b->where),

@@ -18,7 +18,7 @@
 #include <sys/types.h>
 
 /* Column order of every table. */
-enum bench_backend_id { BK_FERRITE, BK_TMPFS, BK_EXT4, BK_RAW, BK_COUNT };
+enum bench_backend_id { BK_FERRITE, BK_TMPFS, BK_EXT4, BK_RAW, BK_STRICT, BK_COUNT };
 
 #define BK_CAP_NAMESPACE 1u /* has named files and directories: metadata workloads apply */
 
@@ -139,7 +139,9 @@ int mount_probe_main(const char *pool);
 
 /* ---- backends ------------------------------------------------------------------ */
 
-int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, char *why,
+/* strict: the "strict" column, a second pool formatted in strict mode (every
+ * write atomic) next to --pool, named like it with "-strict" added. */
+int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, int strict, char *why,
 			 size_t whylen);
 int posix_backend_init(struct bench_backend *b, const char *name, const char *dir, int drop_caches,
 		       char *why, size_t whylen);

@@ -25,7 +25,7 @@
 
 #include "bench.h"
 
-static const char *const bk_names[BK_COUNT] = {"ferrite", "tmpfs", "ext4", "raw"};
+static const char *const bk_names[BK_COUNT] = {"ferrite", "tmpfs", "ext4", "raw", "strict"};
 
 static void usage(FILE *f)
 {
@@ -35,7 +35,9 @@ static void usage(FILE *f)
 	    "  --quick                 smoke run in seconds (small file, few files); proves the\n"
 	    "                          program runs, the numbers mean nothing\n"
 	    "  --only GROUPS           comma list of micro (a), meta (b), mount (c); default all\n"
-	    "  --backends LIST         comma list of ferrite,tmpfs,ext4,raw; default all\n"
+	    "  --backends LIST         comma list of ferrite,tmpfs,ext4,raw,strict; default all\n"
+	    "                          (strict: ferrite in strict mode, a) only, on a second\n"
+	    "                          pool named after --pool with -strict added)\n"
 	    "  --runs N                repeat each measurement N times, report the median (3)\n"
 	    "  --json FILE             write all results as JSON\n"
 	    "  --file-size SIZE        a) size of the file (1G)\n"
@@ -336,9 +338,9 @@ static void backends_init(struct bench_state *s, const struct bench_opts *o)
 		}
 		why[0] = '\0';
 		s->bk[k] = &s->store[k];
-		if (k == BK_FERRITE) {
-			progress("setting up ferrite");
-			if (ferrite_backend_init(s->bk[k], o, why, sizeof(why)) < 0)
+		if (k == BK_FERRITE || k == BK_STRICT) {
+			progress("setting up %s", bk_names[k]);
+			if (ferrite_backend_init(s->bk[k], o, k == BK_STRICT, why, sizeof(why)) < 0)
 				backend_skip(s, k, "%s", why);
 		} else if (k == BK_TMPFS) {
 			snprintf(dir, sizeof(dir), "%s/tmpfs", o->workdir);

@@ -19,7 +19,7 @@
 
 #include "bench.h"
 
-static const char *const bk_label[BK_COUNT] = {"ferrite", "tmpfs", "ext4", "raw"};
+static const char *const bk_label[BK_COUNT] = {"ferrite", "tmpfs", "ext4", "raw", "strict"};
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -131,7 +131,8 @@ static void cell_text(const struct bench_cell *c, const char *skip, int bytes, i
 
 static void ratio_text(const struct bench_row *r, int other, char *buf, size_t len)
 {
-	double f = cell_median(&r->cell[BK_FERRITE], 0);
+	/* s/f: strict mode over sync mode, both ferrite */
+	double f = cell_median(&r->cell[other == BK_FERRITE ? BK_STRICT : BK_FERRITE], 0);
 	double p = cell_median(&r->cell[other], 0);
 
 	if (f > 0 && p > 0)
@@ -184,6 +185,8 @@ static void print_table(const struct bench_row *rows, int nrows, const char *ski
 	printf(" %8s %8s", "f/tmpfs", "f/ext4");
 	if (ncols > BK_RAW)
 		printf(" %8s", "f/raw");
+	if (ncols > BK_STRICT)
+		printf(" %8s", "s/f");
 	printf("  target\n");
 	for (int i = 0; i < nrows; i++) {
 		const struct bench_row *r = &rows[i];
@@ -208,6 +211,10 @@ static void print_table(const struct bench_row *rows, int nrows, const char *ski
 				printf(" %8s", cell);
 				if (ncols > BK_RAW) {
 					ratio_text(r, BK_RAW, cell, sizeof(cell));
+					printf(" %8s", cell);
+				}
+				if (ncols > BK_STRICT) {
+					ratio_text(r, BK_FERRITE, cell, sizeof(cell));
 					printf(" %8s", cell);
 				}
 				target_text(r, tgt, sizeof(tgt));

@@ -109,7 +109,7 @@ child=""
 # hold several GiB of memory until then).
 leftovers() {
 	rm -rf "$workdir/tmpfs"
-	rm -f "${rawdir:-$(dirname "$pool")}/ferrite-bench-raw.pool" "$pool" \
+	rm -f "${rawdir:-$(dirname "$pool")}/ferrite-bench-raw.pool" "$pool" "${pool%.pool}-strict.pool" \
 		"$(dirname "$pool")"/ferrite-bench-mount-*.pool
 	rmdir "$workdir" 2>/dev/null
 }

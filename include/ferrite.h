@@ -54,10 +54,15 @@ extern "C" {
 #define FALLOC_FL_PUNCH_HOLE 0x02
 #endif
 
-/* Consistency mode of a pool (chosen at mkfs, see docs/format.md). */
+/* Consistency mode of a pool (chosen at mkfs, stored in the superblock; a
+ * mount may override it, see struct ferrite_mount_opts). Both modes make
+ * every call durable on return and metadata operations atomic. */
 enum ferrite_mode {
-	FERRITE_MODE_SYNC = 0,	 /* metadata atomic, writes durable, appends atomic */
-	FERRITE_MODE_STRICT = 1, /* reserved: every write atomic (a later release) */
+	FERRITE_MODE_SYNC = 0,	 /* appends atomic; an overwrite interrupted by a crash
+				  * may be partly visible */
+	FERRITE_MODE_STRICT = 1, /* every write/pwrite/writev/pwritev atomic: after a
+				  * crash the file shows wholly the old or wholly the
+				  * new bytes and size (ctFS write-and-swap) */
 };
 
 typedef struct ferrite_fs ferrite_fs;	/* a mounted pool */
@@ -75,8 +80,16 @@ struct ferrite_mkfs_opts {
 	void *progress_arg;
 };
 
+/* ferrite_mount_opts.mode: 0 keeps the pool's own mode. */
+enum ferrite_mount_mode {
+	FERRITE_MOUNT_POOL_MODE = 0, /* the mode the pool was formatted with */
+	FERRITE_MOUNT_SYNC = 1,	     /* sync mode for this mount */
+	FERRITE_MOUNT_STRICT = 2,    /* strict mode for this mount */
+};
+
 struct ferrite_mount_opts {
 	int read_only; /* not supported yet: 1 gives -EOPNOTSUPP */
+	int mode;      /* enum ferrite_mount_mode; the pool is not changed */
 };
 
 /* The pool used when none is named (a NULL pool argument to mkfs, mount and
@@ -117,6 +130,11 @@ FERRITE_API int ferrite_close(ferrite_fs *fs, int fd);
 /* A second descriptor for the same open file (shared offset and flags). */
 FERRITE_API int ferrite_dup(ferrite_fs *fs, int fd);
 
+/* Writes are durable on return. In strict mode (enum ferrite_mode) each
+ * write, pwrite, writev and pwritev is also atomic: after a crash the file
+ * holds all of its bytes and its size, or none (docs/contracts.md#strict;
+ * one call covers at most 256 MiB of an existing file, a longer one returns
+ * a short count). */
 FERRITE_API ssize_t ferrite_read(ferrite_fs *fs, int fd, void *buf, size_t count);
 FERRITE_API ssize_t ferrite_write(ferrite_fs *fs, int fd, const void *buf, size_t count);
 FERRITE_API ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset);
@@ -267,7 +285,7 @@ FERRITE_API int ferrite_closedir(ferrite_dir *dir);
 struct ferrite_info {
 	char uuid[37];
 	uint32_t format_version;
-	int mode;	     /* enum ferrite_mode */
+	int mode;	     /* enum ferrite_mode the pool was formatted with */
 	uint64_t pool_bytes; /* size of the pool */
 	uint64_t data_bytes; /* bytes the allocator manages */
 	uint64_t free_bytes;
@@ -284,6 +302,7 @@ struct ferrite_info {
 	char backing[160];    /* where the pool lives and its page size */
 	int huge_pages;	      /* 1 if the pool is backed by 2 MiB pages */
 	char persistence[64]; /* flush instruction chosen at run time */
+	int mount_mode;	      /* enum ferrite_mode in force for this mount */
 };
 
 FERRITE_API int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info);

@@ -40,9 +40,10 @@ int cmd_fsck(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_cat(int argc, char **argv);
 int cmd_cp(int argc, char **argv);
-int cmd_mount(int argc, char **argv);  /* cmd_mount.c */
-int cmd_umount(int argc, char **argv); /* cmd_mount.c */
-int cmd_run(int argc, char **argv);    /* cmd_run.c: the preload shim */
+int cmd_mount(int argc, char **argv);	  /* cmd_mount.c */
+int cmd_umount(int argc, char **argv);	  /* cmd_mount.c */
+int cmd_run(int argc, char **argv);	  /* cmd_run.c: the preload shim */
+int cmd_crashtest(int argc, char **argv); /* cmd_crashtest.c: runs ferrite-crashtest */
 
 /* Mounts POOL, reads ferrite_get_info() into *in and unmounts; prints the
  * error line (as "ferrite CMD: ...") and returns -errno on failure. */

@@ -17,7 +17,8 @@ static const char mkfs_usage[] =
     "                  of 1024); default: 1 GiB for a new file, the device size\n"
     "                  for device DAX\n"
     "  --mode MODE     sync (default): metadata atomic, writes durable;\n"
-    "                  strict: every write atomic (if this build supports it)\n"
+    "                  strict: every write atomic as well (a mount may override\n"
+    "                  it: ferrite mount -o mode=, ferrite run --mode)\n"
     "  --force         overwrite an existing pool or a non-empty file\n"
     "  --no-hugepages  do not try to back the pool with 2 MiB pages\n"
     "  --pool POOL     same as the POOL argument\n"
@@ -88,11 +89,6 @@ static int mkfs_parse(int argc, char **argv, struct mkfs_args *a)
 
 static void mkfs_report_failure(const struct mkfs_args *a, int rc)
 {
-	if (rc == -EOPNOTSUPP && a->opts.mode == FERRITE_MODE_STRICT) {
-		cli_fail("mkfs", "", a->pool,
-			 "strict mode is not supported by this build of Ferrite (use --mode sync)");
-		return;
-	}
 	cli_error("mkfs", a->pool, rc);
 }
 

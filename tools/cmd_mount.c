@@ -44,6 +44,8 @@ static const char mount_usage[] =
     "                  attr_timeout=S    seconds the kernel caches attributes (1)\n"
     "                  entry_timeout=S   seconds the kernel caches names (1)\n"
     "                  threads=N         most worker threads (default 2 per CPU, >= 8)\n"
+    "                  mode=strict|sync  consistency mode for this mount (default: the\n"
+    "                                    pool's, from mkfs); strict: every write atomic\n"
     "                  ro, and other FUSE/kernel options, are passed on\n"
     "  --pool POOL   same as the POOL argument\n"
     "  -h, --help    show this help\n"
@@ -238,7 +240,12 @@ static int take_options(struct mount_args *a, char *list)
 			bad = parse_seconds(o + 14, &a->fo.entry_timeout);
 		else if (strncmp(o, "threads=", 8) == 0)
 			bad = (a->fo.threads = atoi(o + 8)) < 1;
-		else if (strncmp(o, "fsname=", 7) == 0 || strncmp(o, "subtype=", 8) == 0)
+		else if (strncmp(o, "mode=", 5) == 0) {
+			int m;
+			bad = cli_parse_mode(o + 5, &m) < 0;
+			a->fo.mode =
+			    m == FERRITE_MODE_STRICT ? FERRITE_MOUNT_STRICT : FERRITE_MOUNT_SYNC;
+		} else if (strncmp(o, "fsname=", 7) == 0 || strncmp(o, "subtype=", 8) == 0)
 			return cli_usage_error("mount", CLI_EXIT_USAGE,
 					       "-o %s: set by ferrite itself", o);
 		else {

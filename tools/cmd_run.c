@@ -26,7 +26,7 @@
 #define CLI_EXIT_NOT_RUNNABLE 126
 
 static const char run_usage[] =
-    "Usage: ferrite run [--pool POOL] [--prefix DIR] [--] CMD [ARGS...]\n"
+    "Usage: ferrite run [--pool POOL] [--prefix DIR] [--mode strict|sync] [--] CMD [ARGS...]\n"
     "\nRun CMD with the Ferrite preload shim: every file call on a path under\n"
     "DIR (default /pm) goes to POOL inside the process (\"/pm/a/b\" is \"/a/b\"\n"
     "in the pool); every other path goes to the kernel as usual.\n"
@@ -35,6 +35,8 @@ static const char run_usage[] =
     "                 /dev/shm/ferrite/default.pool, formatted on first use)\n"
     "  --prefix DIR   absolute directory the pool appears under (default /pm);\n"
     "                 not /, no '.' or '..' parts, not a non-empty host directory\n"
+    "  --mode MODE    strict (every write atomic) or sync for this run (default:\n"
+    "                 the pool's mode, chosen at mkfs)\n"
     "  -h, --help     show this help\n"
     "\nThe pool belongs to the process while it runs: a second process, and a\n"
     "forked child of this one, cannot use it (use `ferrite mount` to share a\n"
@@ -45,6 +47,7 @@ static const char run_usage[] =
 struct run_args {
 	const char *pool;
 	const char *prefix;
+	const char *mode; /* "strict", "sync" or NULL (the pool's) */
 	char **cmd;
 };
 
@@ -53,6 +56,7 @@ static int run_parse(int argc, char **argv, struct run_args *a)
 	static const struct option longopts[] = {
 	    {"pool", required_argument, NULL, CLI_OPT_POOL},
 	    {"prefix", required_argument, NULL, 'p'},
+	    {"mode", required_argument, NULL, 'm'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -65,6 +69,13 @@ static int run_parse(int argc, char **argv, struct run_args *a)
 			a->pool = optarg;
 		} else if (opt == 'p') {
 			a->prefix = optarg;
+		} else if (opt == 'm') {
+			int m;
+			if (cli_parse_mode(optarg, &m) < 0)
+				return cli_usage_error("run", CLI_EXIT_USAGE,
+						       "invalid mode '%s' (sync or strict)",
+						       optarg);
+			a->mode = optarg;
 		} else if (opt == 'h') {
 			fputs(run_usage, stdout);
 			return CLI_EXIT_OK;
@@ -184,7 +195,7 @@ static int run_find_shim(char *out, size_t cap)
 
 int cmd_run(int argc, char **argv)
 {
-	struct run_args a = {NULL, "/pm", NULL};
+	struct run_args a = {.prefix = "/pm"};
 	int rc = run_parse(argc, argv, &a);
 	if (rc != CLI_CONTINUE)
 		return rc;
@@ -218,7 +229,7 @@ int cmd_run(int argc, char **argv)
 	}
 	snprintf(preload, len, "%s%s%s", shim, old && *old ? ":" : "", old ? old : "");
 	if (setenv("LD_PRELOAD", preload, 1) || setenv("FERRITE_POOL", abspool, 1) ||
-	    setenv("FERRITE_PREFIX", prefix, 1)) {
+	    setenv("FERRITE_PREFIX", prefix, 1) || (a.mode && setenv("FERRITE_MODE", a.mode, 1))) {
 		cli_fail("run", "", "environment", strerror(errno));
 		return CLI_EXIT_FAILURE;
 	}

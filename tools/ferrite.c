@@ -28,6 +28,7 @@ static const struct cli_cmd commands[] = {
     {"mount", cmd_mount, "mount a pool on a directory (FUSE)"},
     {"umount", cmd_umount, "unmount it and wait for the pool to be released"},
     {"run", cmd_run, "run a program with its files under /pm in a pool"},
+    {"crashtest", cmd_crashtest, "explore crash states: recover and check every image"},
     {"help", cmd_help, "show the help of a command"},
 };
 
@@ -44,7 +45,7 @@ static void print_main_usage(FILE *out)
 	      "\nCommands:\n",
 	      out);
 	for (i = 0; i < N_COMMANDS; i++)
-		fprintf(out, "  %-6s %s\n", commands[i].name, commands[i].summary);
+		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
 	fputs("\nGlobal options:\n"
 	      "  --pool POOL    pool for the command (default: $FERRITE_POOL, else\n"
 	      "                 /dev/shm/ferrite/default.pool)\n"

@@ -1,6 +1,8 @@
 /*
  * data.c -- the data path in sync mode: read, write, append, truncate,
- * fallocate, SEEK_DATA/HOLE, and the partition upgrades behind them.
+ * fallocate, SEEK_DATA/HOLE, and the partition upgrades behind them. In
+ * strict mode a write that starts below the size goes to strict.c instead
+ * (atomic); appends stay here in both modes.
  *
  * A file's bytes live at sp->vbase + i_part + offset; the MMU translates.
  * Writes copy with non-temporal stores straight into that range.
@@ -221,6 +223,32 @@ static int relocate(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, int new_
 	return 0;
 }
 
+int dp_back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off, uint64_t len,
+		  uint64_t zero_below, uint64_t w0, uint64_t w1)
+{
+	return back_range(fs, tx, ip, off, len, zero_below, w0, w1);
+}
+
+int dp_grow_partition(ferrite_fs *fs, struct fr_inode *ip, uint64_t end)
+{
+	int level = ip->i_level, need = sp_level_for(end);
+	if (level != I_NO_PART && need <= level)
+		return 0;
+	struct log_ctx *lc = op_begin(fs);
+	if (!lc)
+		return -ENOMEM;
+	int rc = relocate(fs, lc->tx, ip, need, ip->i_size);
+	if (rc) {
+		tx_abort(lc->tx);
+		pm_fence(); /* copies into the abandoned partition: nothing left unfenced */
+		op_end(fs, lc);
+		return rc == -EUCLEAN ? rc : fr_err(-ENOSPC, "no space left in the pool");
+	}
+	rc = op_commit(fs, lc);
+	op_end(fs, lc);
+	return rc;
+}
+
 int dp_prepare(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off, uint64_t len,
 	       uint64_t keep)
 {
@@ -303,7 +331,8 @@ static void publish_size(struct fr_inode *ip, uint64_t size, int times)
 {
 	stamp(ip, times);
 	pm_store8(&ip->i_size, size);
-	pm_flush(&ip->i_size, 64);
+	if (!PM_PLANTED(PM_PLANT_SKIP_FLUSH))
+		pm_flush(&ip->i_size, 64);
 	pm_fence(); /* COMMIT POINT of an append or extension */
 }
 
@@ -335,6 +364,17 @@ ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovc
 	}
 	if (off + len > fs->max_file_size)
 		len = fs->max_file_size - off; /* a short write, as POSIX allows */
+	if (fs->strict && off < size) {
+		/* Changes bytes already in the file: atomic (strict.c). Pure
+		 * appends need nothing more than the sync path below. */
+		int in_place = 0;
+		rc = dp_strict_write(fs, ino, iov, iovcnt, off, len, &in_place);
+		if (!in_place) {
+			if (rc > 0 && newoff)
+				*newoff = (int64_t)(off + (uint64_t)rc);
+			goto out;
+		}
+	}
 	uint64_t end = off + len;
 	uint64_t from = is_small(ip->i_level) || ip->i_level == I_NO_PART ? FR_MIN(off, size) : off;
 	if (needs_backing(fs, ip, from, end - from)) {
@@ -388,6 +428,8 @@ ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovc
 		}
 	}
 	char *dst = vs_addr(sp, part + off);
+	if (PM_PLANTED(PM_PLANT_SIZE_BEFORE_DATA) && end > size)
+		publish_size(ip, end, T_MTIME | T_CTIME);
 	for (int i = 0; i < iovcnt; i++) {
 		size_t n = FR_MIN(iov[i].iov_len, (size_t)(end - off));
 		if (!n)

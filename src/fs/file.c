@@ -50,6 +50,15 @@ int vn_is_open(ferrite_fs *fs, uint64_t ino)
 	return open;
 }
 
+int vn_mapped(ferrite_fs *fs, uint64_t ino)
+{
+	pthread_mutex_lock(&fs->vn_lock);
+	struct vnode *v = vn_find(fs, ino);
+	int mapped = v && __atomic_load_n(&v->mmaps, __ATOMIC_ACQUIRE) > 0;
+	pthread_mutex_unlock(&fs->vn_lock);
+	return mapped;
+}
+
 /* Takes a reference on ino; the caller holds the inode's lock (F1). */
 struct vnode *vn_get(ferrite_fs *fs, uint64_t ino, uint64_t gen)
 {

@@ -37,6 +37,7 @@ struct vnode {
 	uint64_t ino;
 	uint64_t gen;
 	int opens;	    /* under fs->vn_lock */
+	int mmaps;	    /* memory mappings of the file (mmap.c); atomic */
 	struct vnode *next; /* hash chain */
 };
 
@@ -54,7 +55,9 @@ struct ferrite_fs {
 	uint64_t root_ino;
 	uint64_t hash_seed;
 	uint64_t max_file_size;
-	pthread_rwlock_t *locks;     /* FS_LOCK_STRIPES inode locks */
+	int strict;		  /* this mount makes every write atomic (strict.c) */
+	uint64_t strict_redo_max; /* strict: overwrites up to this many bytes go through the log */
+	pthread_rwlock_t *locks;  /* FS_LOCK_STRIPES inode locks */
 	pthread_mutex_t rename_lock; /* serialises directory moves across parents */
 
 	pthread_mutex_t vn_lock;
@@ -235,6 +238,21 @@ int64_t dp_seek_data(ferrite_fs *fs, uint64_t ino, int64_t off, int hole);
  * and symlinks. */
 int dp_prepare(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off, uint64_t len,
 	       uint64_t keep);
+/* Strict mode (strict.c). A write with off < size, under the inode's write
+ * lock: atomic, in one log entry. Returns the bytes written (a long write may
+ * be short: each call is atomic) or -errno; *in_place set means "not done:
+ * write in place with the sync path" (a mapped file, see strict.c). */
+ssize_t dp_strict_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovcnt,
+			uint64_t off, size_t len, int *in_place);
+/* Tests only: called at each step of a strict write's commit (the test
+ * stops the process there and checks recovery). NULL in normal use. */
+enum { DP_STRICT_STAGED, DP_STRICT_COMMITTED, DP_STRICT_APPLIED, DP_STRICT_RETIRED };
+extern void (*dp_strict_hook)(int step);
+/* For strict.c: moves the file into a partition holding [0, end) (its own
+ * transaction; the contents stay as they are), and back_range in a tx. */
+int dp_grow_partition(ferrite_fs *fs, struct fr_inode *ip, uint64_t end);
+int dp_back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off, uint64_t len,
+		  uint64_t zero_below, uint64_t w0, uint64_t w1);
 /* Pool offset of the page holding byte off of the inode's data, 0 if none. */
 uint64_t dp_phys(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off);
 /* Stages the release of all data of an inode (must fit one transaction). */
@@ -253,6 +271,8 @@ void op_end(ferrite_fs *fs, struct log_ctx *lc);
 struct vnode *vn_get(ferrite_fs *fs, uint64_t ino, uint64_t gen);
 void vn_put(ferrite_fs *fs, struct vnode *vn);
 int vn_is_open(ferrite_fs *fs, uint64_t ino);
+/* Has the file memory mappings (ferrite_mmap)? Caller holds the inode lock. */
+int vn_mapped(ferrite_fs *fs, uint64_t ino);
 void fd_close_all(ferrite_fs *fs);
 int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags);
 /* A descriptor's open file, referenced (of_put releases it); NULL: -EBADF. */

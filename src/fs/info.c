@@ -63,6 +63,7 @@ int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info)
 		 u[15]);
 	info->format_version = m->sb->sb_version;
 	info->mode = (int)m->sb->sb_mode;
+	info->mount_mode = fs->strict ? FERRITE_MODE_STRICT : FERRITE_MODE_SYNC;
 	info->pool_bytes = m->sb->sb_pool_size;
 	info->data_bytes = (m->sp.data_end_page - m->sp.data_page) << FR_PAGE_SHIFT;
 	info->free_bytes = bud_free_pages(&m->sp) << FR_PAGE_SHIFT;

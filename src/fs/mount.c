@@ -46,9 +46,7 @@ int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
 		opts = &def;
 	if (!pool)
 		pool = ferrite_default_pool();
-	if (opts->mode == FERRITE_MODE_STRICT)
-		return api_end(fr_err(-EOPNOTSUPP, "strict mode is not available in this release"));
-	if (opts->mode != FERRITE_MODE_SYNC)
+	if (opts->mode != FERRITE_MODE_SYNC && opts->mode != FERRITE_MODE_STRICT)
 		return api_end(fr_err(-EINVAL, "unknown mode %d", opts->mode));
 	if (!opts->no_hugepages && strcmp(pool, DEFAULT_POOL_PATH) == 0)
 		pool_prepare_default_dir(pool);
@@ -60,6 +58,21 @@ int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
 	    .force = opts->force,
 	};
 	return api_end(meta_mkfs(pool, &p, make_root, NULL));
+}
+
+/* Cut-over of strict writes between the redo copy and write-and-swap
+ * (strict.c, measured in bench/README.md#strict). $FERRITE_STRICT_REDO_MAX
+ * (bytes) overrides it: tests force either path, benchmarks sweep it. */
+#define STRICT_REDO_MAX_DEFAULT (28 * 1024)
+
+static uint64_t strict_redo_max(void)
+{
+	const char *e = getenv("FERRITE_STRICT_REDO_MAX");
+	if (!e || !*e)
+		return STRICT_REDO_MAX_DEFAULT;
+	char *end;
+	unsigned long long v = strtoull(e, &end, 0);
+	return *end ? STRICT_REDO_MAX_DEFAULT : (uint64_t)v;
 }
 
 static int fs_init_volatile(ferrite_fs *fs)
@@ -95,6 +108,8 @@ int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferri
 	*out = NULL;
 	if (opts && opts->read_only)
 		return api_end(fr_err(-EOPNOTSUPP, "read-only mounts are not supported yet"));
+	if (opts && (opts->mode < FERRITE_MOUNT_POOL_MODE || opts->mode > FERRITE_MOUNT_STRICT))
+		return api_end(fr_err(-EINVAL, "unknown mount mode %d", opts->mode));
 	if (!pool)
 		pool = ferrite_default_pool();
 	ferrite_fs *fs = calloc(1, sizeof(*fs));
@@ -110,6 +125,10 @@ int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferri
 	fs->root_ino = fs->m.st->st_root_ino;
 	fs->hash_seed = fs->m.sb->sb_hash_seed;
 	fs->max_file_size = sp_level_size(fs->m.sp.top_level - 1);
+	int mode = opts ? opts->mode : FERRITE_MOUNT_POOL_MODE;
+	fs->strict = mode == FERRITE_MOUNT_STRICT ||
+		     (mode == FERRITE_MOUNT_POOL_MODE && fs->m.sb->sb_mode == FERRITE_MODE_STRICT);
+	fs->strict_redo_max = strict_redo_max();
 	if (!ino_valid(fs, fs->root_ino) || !S_ISDIR(ino_ptr(fs, fs->root_ino)->i_mode)) {
 		rc = fr_err(-EUCLEAN, "%s: root directory damaged (run `ferrite fsck`)", pool);
 		goto fail;

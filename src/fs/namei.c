@@ -495,6 +495,11 @@ static int rename_tx(ferrite_fs *fs, struct tx *tx, struct nameidata *on, struct
 		touch_ctime(tx, dp);
 	} else if (dst) {
 		relookup(fs, tx, nn, &dd);
+		if (PM_PLANTED(PM_PLANT_RENAME_IN_PLACE)) {
+			/* Planted bug: the target's entry changes before the log. */
+			pm_store8(&dd->d_ino, src);
+			pm_persist(&dd->d_ino, 8);
+		}
 		dir_retarget(tx, dd, src, dtype_of(sp->i_mode));
 		dir_remove(fs, tx, odir, sd);
 		if (S_ISDIR(dp->i_mode)) {
@@ -510,6 +515,11 @@ static int rename_tx(ferrite_fs *fs, struct tx *tx, struct nameidata *on, struct
 			rc = drop_inode(fs, tx, dst, later);
 	} else {
 		/* Remove first: an insert may move the directory's pages. */
+		if (PM_PLANTED(PM_PLANT_RENAME_IN_PLACE)) {
+			/* Planted bug: the old entry goes before the log. */
+			pm_store8(&sd->d_ino, 0);
+			pm_persist(&sd->d_ino, 8);
+		}
 		dir_remove(fs, tx, odir, sd);
 		rc = dir_insert(fs, tx, ndir, nn->name, nn->len, src, dtype_of(sp->i_mode));
 		if (!rc && sdir)

@@ -25,6 +25,7 @@ struct fuse_front_opts {
 	double attr_timeout;	/* seconds the kernel may cache attributes */
 	double entry_timeout;	/* ... and names (positive and negative) */
 	int threads;		/* most worker threads */
+	int mode;		/* enum ferrite_mount_mode (0: the pool's own) */
 	int debug;		/* libfuse's request trace on stderr */
 	/* Called once: the file system is mounted (rc 0), or the mount failed
 	 * (rc < 0 with a one-line message). May be NULL. */

@@ -83,7 +83,8 @@ int fuse_front_run(const struct fuse_front_opts *o)
 	};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
-	int rc = ferrite_mount(o->pool, NULL, &ff.fs);
+	struct ferrite_mount_opts mo = {.mode = o->mode};
+	int rc = ferrite_mount(o->pool, &mo, &ff.fs);
 	if (rc < 0) {
 		say(o, rc, "%s", ferrite_errmsg());
 		return rc;

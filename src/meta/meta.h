@@ -67,6 +67,10 @@ int log_commit(struct meta *m, struct log_ctx *lc);
  * stage writes the fingerprinted entry (COMMIT POINT at its fence), apply
  * stores the words in place, retire makes the entry no longer replayable. */
 int log_stage(struct meta *m, struct log_ctx *lc);
+/* Finalises the transaction (carries out its queued releases: nothing may be
+ * allocated in it afterwards) and says whether it fits one log entry. Lets an
+ * operation choose another way before it writes any data. */
+int log_fits(struct meta *m, struct log_ctx *lc);
 void log_apply(struct meta *m, struct log_ctx *lc);
 void log_retire(struct meta *m, struct log_ctx *lc);
 /* Mount-time recovery: replays every complete, unretired entry. Returns the

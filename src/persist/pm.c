@@ -228,7 +228,7 @@ void pm_copy_nt(void *dst, const void *src, size_t len)
 	pm_dbg_store(dst, len);
 	pm_dbg_flush(dst, len);
 	if (PM_TRACED()) {
-		pm_trace_store(dst, src, len, 0);
+		pm_trace_store(dst, src, len, PM_ST_COPY);
 		pm_trace_flush(dst, len);
 		return;
 	}
@@ -240,7 +240,7 @@ void pm_copy_flush(void *dst, const void *src, size_t len)
 	pm_dbg_store(dst, len);
 	pm_dbg_flush(dst, len);
 	if (PM_TRACED()) {
-		pm_trace_store(dst, src, len, 0);
+		pm_trace_store(dst, src, len, PM_ST_COPY);
 		pm_trace_flush(dst, len);
 		return;
 	}

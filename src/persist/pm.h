@@ -81,8 +81,10 @@ struct pm_trace_ops {
 	void (*pool_mapped)(void *ctx, struct pm_pool *pool);
 	void (*pool_unmapped)(void *ctx, struct pm_pool *pool);
 	/* After the bytes are in place: [off, off+len) of pool holds new data.
-	 * bulk: part of one large copy (a candidate for tearing). */
-	void (*store)(void *ctx, struct pm_pool *pool, uint64_t off, size_t len, int bulk);
+	 * copy: nonzero for the pieces of one bulk copy (pm_copy_nt and
+	 * friends; the same number for all its pieces), which may tear at
+	 * 8-byte granularity; 0 for ordinary stores. */
+	void (*store)(void *ctx, struct pm_pool *pool, uint64_t off, size_t len, uint64_t copy);
 	void (*flush)(void *ctx, struct pm_pool *pool, uint64_t off, size_t len);
 	/* Before the fence takes effect (the crash point of everything pending). */
 	void (*fence)(void *ctx);
@@ -104,7 +106,8 @@ int pm_guard_wanted(void);
 /* The registered region holding addr, for a fault handler's message. */
 int pm_region_describe(const void *addr, char *buf, size_t len);
 
-void pm_trace_store(void *dst, const void *src, size_t len, int atomic);
+enum { PM_ST_PLAIN, PM_ST_WORD, PM_ST_COPY };
+void pm_trace_store(void *dst, const void *src, size_t len, int kind);
 void pm_trace_fill(void *dst, int c, size_t len);
 void pm_trace_flush(const void *addr, size_t len);
 void pm_trace_fence(void);
@@ -112,9 +115,10 @@ extern int pm_trace_active; /* a tracer or a guarded pool exists */
 #define PM_TRACED() FR_UNLIKELY(pm_trace_active)
 #else
 #define PM_TRACED() 0
-static inline void pm_trace_store(void *dst, const void *src, size_t len, int atomic)
+enum { PM_ST_PLAIN, PM_ST_WORD, PM_ST_COPY };
+static inline void pm_trace_store(void *dst, const void *src, size_t len, int kind)
 {
-	(void)dst, (void)src, (void)len, (void)atomic;
+	(void)dst, (void)src, (void)len, (void)kind;
 }
 static inline void pm_trace_fill(void *dst, int c, size_t len)
 {
@@ -128,6 +132,29 @@ static inline void pm_trace_fence(void)
 {
 }
 #endif
+
+/* ---- planted bugs (the explorer's test of itself) ------------------------------
+ *
+ * The tracing build can plant known crash-consistency bugs, chosen at run
+ * time with pm_plant(); the crash explorer must catch every one of them. The
+ * shipped library has none of this (PM_PLANTED is 0 there).
+ */
+#ifdef FERRITE_PLANT_BUGS
+enum {
+	PM_PLANT_NONE,
+	PM_PLANT_SKIP_FLUSH,	   /* the size publish of a write is not flushed */
+	PM_PLANT_SKIP_LOG_FENCE,   /* a log entry is not fenced before it is applied */
+	PM_PLANT_RENAME_IN_PLACE,  /* rename edits a dentry in place before logging */
+	PM_PLANT_SIZE_BEFORE_DATA, /* an append publishes its size before its data */
+};
+extern int pm_planted;
+#define PM_PLANTED(b) FR_UNLIKELY(pm_planted == (b))
+#else
+#define PM_PLANTED(b) 0
+#endif
+/* Plants the bug called name (NULL: none). -EINVAL for an unknown name,
+ * -ENOSYS in a build without planted bugs. */
+int pm_plant(const char *name);
 
 /* ---- debug builds: nothing written-but-unpersisted at an operation's end ----
  *
@@ -155,7 +182,7 @@ static inline void pm_store(void *dst, const void *src, size_t len)
 {
 	pm_dbg_store(dst, len);
 	if (PM_TRACED())
-		pm_trace_store(dst, src, len, 0);
+		pm_trace_store(dst, src, len, PM_ST_PLAIN);
 	else
 		memcpy(dst, src, len);
 }
@@ -164,7 +191,7 @@ static inline void pm_store8(void *dst, uint64_t v)
 {
 	pm_dbg_store(dst, 8);
 	if (PM_TRACED())
-		pm_trace_store(dst, &v, 8, 1);
+		pm_trace_store(dst, &v, 8, PM_ST_WORD);
 	else
 		__atomic_store_n((uint64_t *)dst, v, __ATOMIC_RELAXED);
 }
@@ -173,7 +200,7 @@ static inline void pm_store4(void *dst, uint32_t v)
 {
 	pm_dbg_store(dst, 4);
 	if (PM_TRACED())
-		pm_trace_store(dst, &v, 4, 1);
+		pm_trace_store(dst, &v, 4, PM_ST_WORD);
 	else
 		__atomic_store_n((uint32_t *)dst, v, __ATOMIC_RELAXED);
 }
@@ -182,7 +209,7 @@ static inline void pm_store1(void *dst, uint8_t v)
 {
 	pm_dbg_store(dst, 1);
 	if (PM_TRACED())
-		pm_trace_store(dst, &v, 1, 1);
+		pm_trace_store(dst, &v, 1, PM_ST_WORD);
 	else
 		*(volatile uint8_t *)dst = v;
 }

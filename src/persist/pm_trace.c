@@ -176,8 +176,9 @@ static uint64_t offset_in(struct region *r, const char *addr)
 		}                                                                                  \
 	} while (0)
 
-static void put(char *dst, const char *src, size_t n, int atomic)
+static void put(char *dst, const char *src, size_t n, int kind)
 {
+	int atomic = kind == PM_ST_WORD;
 	if (atomic && n == 8)
 		__atomic_store_n((uint64_t *)dst, *(const uint64_t *)src, __ATOMIC_RELAXED);
 	else if (atomic && n == 4)
@@ -186,7 +187,9 @@ static void put(char *dst, const char *src, size_t n, int atomic)
 		memcpy(dst, src, n);
 }
 
-static void store(void *dst, const void *src, int c, size_t len, int atomic)
+static uint64_t copy_seq;
+
+static void store(void *dst, const void *src, int c, size_t len, int kind)
 {
 	struct region *r = region_of(dst);
 	if (!r) {
@@ -198,11 +201,11 @@ static void store(void *dst, const void *src, int c, size_t len, int atomic)
 		return;
 	}
 	const char *s = src;
-	int bulk = len >= 256;
+	uint64_t copy = kind == PM_ST_COPY ? __atomic_add_fetch(&copy_seq, 1, __ATOMIC_RELAXED) : 0;
 	FOR_EACH_PIECE(r, dst, len, piece, n, off, {
 		char *target = r->pool->alias ? r->pool->alias + off : (char *)piece;
 		if (s)
-			put(target, s, n, atomic);
+			put(target, s, n, kind);
 		else
 			memset(target, c, n);
 		/* Through the partition space the store must land on the page
@@ -210,20 +213,20 @@ static void store(void *dst, const void *src, int c, size_t len, int atomic)
 		if (r->xlate && r->pool->alias && memcmp(piece, r->pool->alias + off, n) != 0)
 			die("partition-space mapping disagrees with the page table", piece);
 		if (pm_trace)
-			pm_trace->store(pm_trace->ctx, r->pool, off, n, bulk);
+			pm_trace->store(pm_trace->ctx, r->pool, off, n, copy);
 		if (s)
 			s += n;
 	});
 }
 
-void pm_trace_store(void *dst, const void *src, size_t len, int atomic)
+void pm_trace_store(void *dst, const void *src, size_t len, int kind)
 {
-	store(dst, src, 0, len, atomic);
+	store(dst, src, 0, len, kind);
 }
 
 void pm_trace_fill(void *dst, int c, size_t len)
 {
-	store(dst, NULL, c, len, 0);
+	store(dst, NULL, c, len, PM_ST_COPY);
 }
 
 void pm_trace_flush(const void *addr, size_t len)
@@ -243,6 +246,39 @@ void pm_trace_fence(void)
 		pm_trace->fence(pm_trace->ctx);
 }
 #endif /* FERRITE_PM_TRACE */
+
+/* ---- planted bugs ------------------------------------------------------------ */
+
+#ifdef FERRITE_PLANT_BUGS
+#include <errno.h>
+#include <string.h>
+
+int pm_planted;
+
+int pm_plant(const char *name)
+{
+	static const char *const names[] = {"", "skip-flush", "skip-log-fence", "rename-in-place",
+					    "size-before-data"};
+	if (!name) {
+		pm_planted = PM_PLANT_NONE;
+		return 0;
+	}
+	for (int i = 1; i < (int)(sizeof(names) / sizeof(names[0])); i++)
+		if (!strcmp(name, names[i])) {
+			pm_planted = i;
+			return 0;
+		}
+	return -EINVAL;
+}
+#else
+#include <errno.h>
+
+int pm_plant(const char *name)
+{
+	(void)name;
+	return -ENOSYS;
+}
+#endif
 
 /* ---- debug builds --------------------------------------------------------- */
 

@@ -62,6 +62,12 @@ static void cfg_load(void)
 	const char *pool = getenv("FERRITE_POOL");
 	if (pool && strlen(pool) < sizeof(sh_cfg.pool))
 		strcpy(sh_cfg.pool, pool);
+	/* ferrite run --mode: the mount overrides the pool's mode. */
+	const char *mode = getenv("FERRITE_MODE");
+	sh_cfg.mode = !mode			? FERRITE_MOUNT_POOL_MODE
+		      : !strcmp(mode, "strict") ? FERRITE_MOUNT_STRICT
+		      : !strcmp(mode, "sync")	? FERRITE_MOUNT_SYNC
+						: FERRITE_MOUNT_POOL_MODE;
 	mode_t m = umask(022);
 	umask(m);
 	sh_cfg.umask = m;
@@ -103,7 +109,8 @@ ferrite_fs *sh_fs(int *err)
 	pthread_mutex_lock(&mount_lock);
 	if (!sh_the_fs && !mount_err) {
 		const char *pool = sh_cfg.pool[0] ? sh_cfg.pool : NULL;
-		int rc = SH_CALL(ferrite_mount(pool, NULL, &fs));
+		struct ferrite_mount_opts mo = {.mode = sh_cfg.mode};
+		int rc = SH_CALL(ferrite_mount(pool, &mo, &fs));
 		if (rc) {
 			mount_err = rc;
 			fprintf(stderr, "ferrite: cannot mount the pool for %s: %s\n",

@@ -61,6 +61,7 @@ struct sh_config {
 	char prefix[PATH_MAX]; /* normalised, no trailing slash, never "/" */
 	size_t plen;
 	char pool[PATH_MAX]; /* "" = ferrite_default_pool() */
+	int mode;	     /* enum ferrite_mount_mode, from $FERRITE_MODE */
 	mode_t umask;
 };
 extern struct sh_config sh_cfg;

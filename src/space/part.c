@@ -23,7 +23,10 @@
  *               contributes levels 0..2);
  *             H4 E partitions and free L3 children have no backing;
  *             H5 a small (L0..L2) partition's pages live in its window's page
- *               table, preferably at the same offset of the window's home unit.
+ *               table, preferably at the same offset of the window's home unit;
+ *             H6 a large window is one unit, or a page table of 512 backed
+ *               pages (no unit was free, or strict writes swapped some of
+ *               its pages; then pt_home is the unit they came from).
  * Crash argument: headers, PPT entries and allocator words change only in the
  *   caller's transaction; a new header page is built and fenced before the
  *   PPT entry that makes it reachable commits.
@@ -483,27 +486,21 @@ void part_small_unback(struct tx *tx, uint64_t v, uint64_t len)
 	}
 }
 
-int part_large_back(struct tx *tx, uint64_t vw, uint64_t *phys)
+/* Backing for a whole window: one 2 MiB unit, or -- when no unit is free -- a
+ * fresh page table page of the largest blocks available (mapped run by run;
+ * slower but no false ENOSPC). Returns the window entry; page_of (may be
+ * NULL) receives the pool page number of each of the 512 pages. Nothing is
+ * reachable until the caller stages the entry. */
+static int alloc_window(struct tx *tx, uint64_t vw, uint64_t *went, uint64_t *page_of)
 {
 	struct space *sp = tx->sp;
-	int err = 0;
-	uint64_t *slot = ppt_window_slot(tx, vw, 1, &err);
-	if (!slot)
-		return err;
-	uint64_t went = tx_get8(tx, slot);
-	if (went != PPT_NONE) {
-		*phys = went & ~PPT_TYPE_MASK;
-		return 1; /* already backed */
-	}
 	int64_t u = bud_alloc(tx, BUD_TOP_ORDER);
 	if (u >= 0) {
-		*phys = (uint64_t)u << FR_PAGE_SHIFT;
-		tx_set8(tx, slot, *phys | PPT_HUGE);
-		tx_defer(tx, vs_window_changed, vw, 1, 0);
+		*went = ((uint64_t)u << FR_PAGE_SHIFT) | PPT_HUGE;
+		for (unsigned o = 0; page_of && o < 512; o++)
+			page_of[o] = (uint64_t)u + o;
 		return 0;
 	}
-	/* No whole unit left: back the window page by page with the largest
-	 * runs available (mapped run by run; slower but no false ENOSPC). */
 	int64_t tp = bud_alloc(tx, 0);
 	if (tp < 0)
 		return (int)tp;
@@ -521,24 +518,99 @@ int part_large_back(struct tx *tx, uint64_t vw, uint64_t *phys)
 				break;
 		if (b < 0)
 			return (int)b; /* the caller abandons the transaction */
-		for (unsigned j = 0; j < (1u << k); j++)
+		for (unsigned j = 0; j < (1u << k); j++) {
 			img.pt_pte[o + j] = (uint32_t)(b + j);
+			if (page_of)
+				page_of[o + j] = (uint64_t)b + j;
+		}
 		o += 1u << k;
 	}
 	img.pt_npages = 512;
 	uint64_t toff = (uint64_t)tp << FR_PAGE_SHIFT;
 	pm_copy_nt(sp_ptr(sp, toff), &img, sizeof(img));
 	tx_mark_fresh(tx);
-	tx_set8(tx, slot, toff | PPT_TABLE);
-	tx_defer(tx, vs_window_changed, vw, 1, 0);
-	*phys = 0;
+	*went = toff | PPT_TABLE;
 	return 0;
+}
+
+int part_large_back(struct tx *tx, uint64_t vw, uint64_t *phys)
+{
+	int err = 0;
+	uint64_t *slot = ppt_window_slot(tx, vw, 1, &err);
+	if (!slot)
+		return err;
+	uint64_t went = tx_get8(tx, slot);
+	if (went != PPT_NONE) {
+		*phys = went & ~PPT_TYPE_MASK;
+		return 1; /* already backed */
+	}
+	int rc = alloc_window(tx, vw, &went, NULL);
+	if (rc)
+		return rc;
+	tx_set8(tx, slot, went);
+	tx_defer(tx, vs_window_changed, vw, 1, 0);
+	*phys = (went & PPT_TYPE_MASK) == PPT_HUGE ? went & ~PPT_TYPE_MASK : 0;
+	return 0;
+}
+
+/* Queues the release of pages [o0, o1) of a table window as the aligned
+ * blocks they came from, so a window assembled from a few blocks costs a few
+ * releases. pte[] holds the window's page numbers (0 = not backed). */
+static void free_pte_runs(struct tx *tx, const uint32_t *pte, unsigned o0, unsigned o1)
+{
+	struct space *sp = tx->sp;
+	for (unsigned o = o0; o < o1;) {
+		uint64_t pg = pte[o];
+		if (!pg) {
+			o++;
+			continue;
+		}
+		int k = 0;
+		while (k < BUD_TOP_ORDER - 1 && !(o & ((2u << k) - 1)) &&
+		       !((pg - sp->data_page) & ((2ULL << k) - 1)) && o + (2u << k) <= o1) {
+			unsigned n = 2u << k, j;
+			for (j = 1; j < n; j++)
+				if (pte[o + j] != pg + j)
+					break;
+			if (j < n)
+				break;
+			k++;
+		}
+		bud_free(tx, pg, k);
+		o += 1u << k;
+	}
+}
+
+/* The 512 page numbers of a window entry as the transaction sees them. */
+static void window_ptes(struct tx *tx, uint64_t went, uint32_t *pte)
+{
+	if ((went & PPT_TYPE_MASK) == PPT_HUGE) {
+		uint64_t u = (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT;
+		for (unsigned o = 0; o < 512; o++)
+			pte[o] = (uint32_t)(u + o);
+		return;
+	}
+	struct sp_ptable *pt = ppt_table(tx->sp, went);
+	for (unsigned o = 0; o < 512; o++)
+		pte[o] = tx_get4(tx, &pt->pt_pte[o]);
+}
+
+/* Queues the release of everything a large window entry backs. */
+static void release_window(struct tx *tx, uint64_t went)
+{
+	if ((went & PPT_TYPE_MASK) == PPT_HUGE) {
+		bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, BUD_TOP_ORDER);
+		return;
+	}
+	uint32_t pte[512];
+	window_ptes(tx, went, pte);
+	free_pte_runs(tx, pte, 0, 512);
+	bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, 0);
 }
 
 void part_large_unback(struct tx *tx, uint64_t vw)
 {
 	tx_xlate_flush(tx);
-	struct space *sp = tx->sp;
 	int err;
 	uint64_t *slot = ppt_window_slot(tx, vw, 0, &err);
 	if (!slot)
@@ -547,35 +619,197 @@ void part_large_unback(struct tx *tx, uint64_t vw)
 	if (went == PPT_NONE)
 		return;
 	tx_lock_alloc(tx);
-	if ((went & PPT_TYPE_MASK) == PPT_HUGE) {
-		bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, BUD_TOP_ORDER);
-	} else {
-		/* Give runs back as the aligned blocks they came from, so a window
-		 * assembled from a few blocks costs a few releases. */
-		struct sp_ptable *pt = ppt_table(sp, went);
-		for (unsigned o = 0; o < 512;) {
-			uint64_t pg = tx_get4(tx, &pt->pt_pte[o]);
-			if (!pg) {
-				o++;
-				continue;
-			}
-			int k = 0;
-			while (k < BUD_TOP_ORDER - 1 && !(o & ((2u << k) - 1)) &&
-			       !((pg - sp->data_page) & ((2ULL << k) - 1)) &&
-			       o + (2u << k) <= 512) {
-				unsigned n = 2u << k, j;
-				for (j = 1; j < n; j++)
-					if (tx_get4(tx, &pt->pt_pte[o + j]) != pg + j)
-						break;
-				if (j < n)
-					break;
-				k++;
-			}
-			bud_free(tx, pg, k);
-			o += 1u << k;
-		}
-		bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, 0);
-	}
+	release_window(tx, went);
 	tx_set8(tx, slot, PPT_NONE);
 	tx_defer(tx, vs_window_changed, vw, 1, 0);
+}
+
+/* ---- write-and-swap (strict mode, ctFS 3.4.2) ---------------------------- *
+ *
+ * The new contents of a range go into fresh pages that nothing references
+ * (S1); one transaction then points the PPT at them and queues the release
+ * of the pages they replace (S2: released at finalisation, so the same
+ * transaction cannot hand them out again). Before the entry commits the
+ * fresh pages are unreachable and still free in the committed allocator, so
+ * a crash loses nothing and leaks nothing; after it, replay installs the
+ * whole swap. */
+
+int part_swap_window(struct tx *tx, uint64_t vw, uint64_t *page_of)
+{
+	tx_xlate_flush(tx);
+	int err = 0;
+	uint64_t *slot = ppt_window_slot(tx, vw, 0, &err);
+	uint64_t old = slot ? tx_get8(tx, slot) : PPT_NONE;
+	if (old == PPT_NONE)
+		return -EUCLEAN; /* callers swap backed windows only */
+	if ((old & PPT_TYPE_MASK) == PPT_TABLE &&
+	    (tx_get4(tx, &ppt_table(tx->sp, old)->pt_flags) & PT_F_HEADER))
+		return -EUCLEAN; /* a window of small partitions is never swapped whole */
+	tx_lock_alloc(tx);
+	uint64_t went;
+	int rc = alloc_window(tx, vw, &went, page_of);
+	if (rc)
+		return rc;
+	release_window(tx, old);
+	tx_set8(tx, slot, went);
+	tx_defer(tx, vs_pages_changed, vw, 512, 0);
+	return 0;
+}
+
+/* Mappings map_table_window would need beyond the home unit: runs of
+ * contiguous pages that are not at their home offset. */
+static unsigned count_runs(const uint32_t *pte, uint64_t home_pg)
+{
+	unsigned runs = 0;
+	for (unsigned o = 0; o < 512; o++) {
+		if (!pte[o] || (home_pg && pte[o] == home_pg + o))
+			continue;
+		if (o == 0 || pte[o] != pte[o - 1] + 1 || !pte[o - 1] ||
+		    (home_pg && pte[o - 1] == home_pg + o - 1))
+			runs++;
+	}
+	return runs;
+}
+
+unsigned part_window_runs(struct tx *tx, uint64_t vw)
+{
+	uint64_t went = ppt_window_tx(tx, vw);
+	if ((went & PPT_TYPE_MASK) != PPT_TABLE)
+		return 0;
+	uint32_t pte[512];
+	window_ptes(tx, went, pte);
+	return count_runs(pte, tx_get8(tx, &ppt_table(tx->sp, went)->pt_home) >> FR_PAGE_SHIFT);
+}
+
+/* A fresh block of 2^k pages for window offset o where it maps best: at the
+ * page's home offset (so a range swapped twice goes back home, ctFS's
+ * ping-pong), else right after the previous page (one mapping for the run).
+ * -ENOSPC if neither is free (the caller then takes any block). */
+static int64_t alloc_near(struct tx *tx, uint64_t home_pg, uint64_t prev_pg, unsigned o, int k)
+{
+	uint64_t rel_mask = (1ULL << k) - 1;
+	uint64_t dp = tx->sp->data_page;
+	if (home_pg && !((home_pg + o - dp) & rel_mask) && bud_alloc_at(tx, home_pg + o, k) == 0)
+		return (int64_t)(home_pg + o);
+	if (prev_pg && !((prev_pg + 1 - dp) & rel_mask) && bud_alloc_at(tx, prev_pg + 1, k) == 0)
+		return (int64_t)(prev_pg + 1);
+	return -ENOSPC;
+}
+
+/* Gives pages [a, b) of the unit at page u, which this transaction
+ * allocated and did not use, back at once as aligned blocks. */
+static void release_unused_range(struct tx *tx, uint64_t u, unsigned a, unsigned b)
+{
+	for (unsigned o = a; o < b;) {
+		int k = __builtin_ctz(o | 512);
+		while (o + (1u << k) > b)
+			k--;
+		bud_release_unused(tx, u + o, k);
+		o += 1u << k;
+	}
+}
+
+int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of)
+{
+	struct space *sp = tx->sp;
+	tx_xlate_flush(tx);
+	uint64_t vw = v & ~(FR_UNIT_SIZE - 1);
+	unsigned o0 = (unsigned)((v >> FR_PAGE_SHIFT) & 511), o1 = o0 + n;
+	if (!n || o1 > 512)
+		return -EINVAL;
+	int err = 0;
+	uint64_t *slot = ppt_window_slot(tx, vw, 0, &err);
+	uint64_t went = slot ? tx_get8(tx, slot) : PPT_NONE;
+	if (went == PPT_NONE)
+		return -EUCLEAN;
+	tx_lock_alloc(tx);
+	uint32_t old[512], pte[512];
+	window_ptes(tx, went, old);
+	memcpy(pte, old, sizeof(pte));
+	struct sp_ptable *pt = NULL;
+	uint64_t home_pg, tp = 0;
+	int header = 0;
+	if ((went & PPT_TYPE_MASK) == PPT_HUGE) {
+		/* The window becomes a page table whose home is the old unit:
+		 * the pages left in place keep their mapping. */
+		home_pg = (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT;
+		int64_t t = bud_alloc(tx, 0);
+		if (t < 0)
+			return (int)t;
+		tp = (uint64_t)t;
+	} else {
+		pt = ppt_table(sp, went);
+		home_pg = tx_get8(tx, &pt->pt_home) >> FR_PAGE_SHIFT;
+		header = (tx_get4(tx, &pt->pt_flags) & PT_F_HEADER) != 0;
+	}
+	for (unsigned o = o0; o < o1; o++)
+		if (!old[o] || (header && o == 0))
+			return -EUCLEAN; /* only backed file pages are swapped */
+	for (unsigned o = o0; o < o1;) {
+		int k = __builtin_ctz(o | 512);
+		while (o + (1u << k) > o1)
+			k--;
+		uint64_t prev = o > 0 ? pte[o - 1] : 0;
+		int64_t b = alloc_near(tx, home_pg, prev, o, k);
+		if (b < 0 && !header && o == o0 && n >= 64) {
+			/* A long run of a large window gets a unit of its own at
+			 * the window's offsets; the rest goes back to the
+			 * allocator but is where the neighbouring pages go next
+			 * (alloc_near: right after the previous page), so a
+			 * window rewritten piece by piece ends as one unit. */
+			int64_t u = bud_alloc(tx, BUD_TOP_ORDER);
+			if (u >= 0) {
+				release_unused_range(tx, (uint64_t)u, 0, o0);
+				release_unused_range(tx, (uint64_t)u, o1, 512);
+				for (unsigned j = o0; j < o1; j++) {
+					pte[j] = (uint32_t)((uint64_t)u + j);
+					page_of[j - o0] = (uint64_t)u + j;
+				}
+				break;
+			}
+		}
+		for (int j = k; b < 0 && j >= 0; j--)
+			if ((b = alloc_near(tx, home_pg, prev, o, j)) >= 0 ||
+			    (b = bud_alloc(tx, j)) >= 0)
+				k = j;
+		if (b < 0)
+			return (int)b;
+		for (unsigned j = 0; j < (1u << k); j++) {
+			pte[o + j] = (uint32_t)(b + j);
+			page_of[o - o0 + j] = (uint64_t)b + j;
+		}
+		o += 1u << k;
+	}
+	free_pte_runs(tx, old, o0, o1);
+	/* A large window whose pages are one aligned unit again maps as one
+	 * (sequential rewrites end up here). */
+	uint64_t base = pte[0];
+	int whole = !header && base && !((base - sp->data_page) & 511);
+	for (unsigned o = 1; whole && o < 512; o++)
+		whole = pte[o] == base + o;
+	if (whole) {
+		if (tp)
+			bud_release_unused(tx, tp, 0);
+		else
+			bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, 0);
+		tx_set8(tx, slot, (base << FR_PAGE_SHIFT) | PPT_HUGE);
+	} else if (tp) {
+		struct sp_ptable *img = calloc(1, sizeof(*img));
+		if (!img)
+			return -ENOMEM;
+		memcpy(img->pt_pte, pte, sizeof(pte));
+		img->pt_magic = PT_MAGIC;
+		img->pt_home = home_pg << FR_PAGE_SHIFT;
+		img->pt_vaddr = vw;
+		img->pt_npages = 512;
+		pm_copy_nt(sp_ptr(sp, tp << FR_PAGE_SHIFT), img, sizeof(*img));
+		free(img);
+		tx_mark_fresh(tx);
+		tx_set8(tx, slot, (tp << FR_PAGE_SHIFT) | PPT_TABLE);
+	} else {
+		for (unsigned o = o0; o < o1; o++)
+			tx_set4(tx, &pt->pt_pte[o], pte[o]);
+	}
+	tx_defer(tx, vs_pages_changed, v, n, 0);
+	return 0;
 }

@@ -180,6 +180,19 @@ void part_small_unback(struct tx *tx, uint64_t v, uint64_t len);
 /* Backs a whole window of a large (level >= 3) partition with a 2 MiB unit. */
 int part_large_back(struct tx *tx, uint64_t v_window, uint64_t *phys);
 void part_large_unback(struct tx *tx, uint64_t v_window);
+/* Write-and-swap (strict mode): gives backed pages fresh ones, unreachable
+ * until the transaction commits, which then releases the pages they replace.
+ * page_of[i] receives the page number of the i-th fresh page; the caller
+ * fills those pages (through the direct mapping) before committing.
+ * part_swap_window: the whole window of a large partition gets a new unit
+ * (page_of has 512 entries). part_swap_pages: n pages from v (page aligned,
+ * within one window); a window that was one unit becomes a page table whose
+ * home is that unit, and a large window whose pages form one aligned unit
+ * again becomes one. Both update the process's mapping after the commit. */
+int part_swap_window(struct tx *tx, uint64_t v_window, uint64_t *page_of);
+int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of);
+/* Separate mappings a window needs besides its home unit (0 for one unit). */
+unsigned part_window_runs(struct tx *tx, uint64_t v_window);
 /* Statistics and checking. */
 struct part_stats {
 	uint64_t allocated[SP_MAX_LEVEL + 1];
@@ -215,5 +228,6 @@ static inline void *vs_addr(struct space *sp, uint64_t v)
 void vs_page_changed(struct space *sp, uint64_t v_page, uint64_t unused1, uint64_t unused2);
 void vs_window_changed(struct space *sp, uint64_t v_window, uint64_t nwindows, uint64_t unused);
 void vs_moved(struct space *sp, uint64_t src, uint64_t dst, uint64_t nwindows);
+void vs_pages_changed(struct space *sp, uint64_t v, uint64_t npages, uint64_t unused);
 
 #endif

@@ -320,6 +320,70 @@ out:
 	pthread_mutex_unlock(&sp->map_lock);
 }
 
+/* After a write-and-swap changed pages [v, v + n pages) of one window:
+ * maps just those pages again, in place, to their new pool offsets. The
+ * other pages of the window keep their mappings (a mapping of page o to pool
+ * page P is right as long as the PPT says P), so threads using them -- other
+ * small files of a shared window -- are not disturbed, and nothing else has
+ * to fault again. Mapped lazily: a strict write goes through the direct
+ * mapping, so only a later read touches these pages. */
+void vs_pages_changed(struct space *sp, uint64_t v, uint64_t n, uint64_t unused)
+{
+	(void)unused;
+	if (!sp->wstate)
+		return;
+	uint64_t w = v >> FR_UNIT_SHIFT, vw = w << FR_UNIT_SHIFT;
+	unsigned o0 = (unsigned)((v >> FR_PAGE_SHIFT) & 511), o1 = o0 + (unsigned)n;
+	pthread_mutex_lock(&sp->map_lock);
+	if (sp->wstate[w] != VS_MAPPED)
+		goto out;
+	uint64_t went = ppt_window(sp, vw), home = 0;
+	struct sp_ptable *pt = NULL;
+	switch (went & PPT_TYPE_MASK) {
+	case PPT_HUGE:
+		home = (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT;
+		break;
+	case PPT_TABLE:
+		pt = ppt_table(sp, went);
+		home = pt->pt_home >> FR_PAGE_SHIFT;
+		break;
+	default:
+		unmap_window(sp, w);
+		goto out;
+	}
+#define PG_OF(o) (pt ? (uint64_t)pt->pt_pte[(o)] : home + (o))
+	for (unsigned o = o0; o < o1;) {
+		uint64_t pg = PG_OF(o);
+		unsigned run = 1;
+		while (o + run < o1 && pg && PG_OF(o + run) == pg + run)
+			run++;
+		if (pg && map_pool(sp, vw + ((uint64_t)o << FR_PAGE_SHIFT),
+				   (uint64_t)run << FR_PAGE_SHIFT, pg << FR_PAGE_SHIFT, 0)) {
+			unmap_window(sp, w); /* mapped again from the PPT on next use */
+			goto out;
+		}
+		o += run;
+	}
+	if (!pt || !home) {
+		exc_drop(sp, w); /* one unit, or a table mapped run by run */
+	} else {
+		struct vs_exc *e = exc_find(sp, w, 1);
+		if (!e) {
+			unmap_window(sp, w);
+			goto out;
+		}
+		for (unsigned o = o0; o < o1; o++) {
+			if (PG_OF(o) && PG_OF(o) != home + o)
+				e->bits[o >> 6] |= 1ULL << (o & 63);
+			else
+				e->bits[o >> 6] &= ~(1ULL << (o & 63));
+		}
+	}
+#undef PG_OF
+out:
+	pthread_mutex_unlock(&sp->map_lock);
+}
+
 void vs_window_changed(struct space *sp, uint64_t vw, uint64_t n, uint64_t u)
 {
 	if (!sp->wstate)
