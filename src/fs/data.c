@@ -392,7 +392,11 @@ ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovc
 		lvl = tx_get1(tx, &ip->i_level);
 		if (!r) {
 			uint64_t b0 = is_small(lvl) ? FR_MIN(off, size) : off;
-			r = back_range(fs, tx, ip, b0, end - b0, size, off, end);
+			/* No [w0, w1) exemption: the data is copied after this
+			 * commit, and a window below the size is exposed by it, so
+			 * it must be zeroed now (D4) or a crash before the copy
+			 * shows the previous owner's bytes. */
+			r = back_range(fs, tx, ip, b0, end - b0, size, 0, 0);
 		}
 		if (r) {
 			tx_abort(tx);

@@ -6,30 +6,50 @@
  * punch, rename in all flavours, unlink, mkdir, rmdir, link, symlink, chmod,
  * chown, utimens; large writes and appends so kills land inside data copies
  * and partition upgrades, descriptors held across unlinks so orphans exist).
- * Before an op starts the child records it ("begin") and after it returns its
- * result ("ack") in a MAP_SHARED region created before fork, which survives
- * SIGKILL and costs no syscall. The parent kills the child after a random
- * delay (sometimes during mount and recovery), then requires:
+ * With --threads T (default 4) the child runs T threads, thread t only inside
+ * its own subtree /t<t> (the generator's base prefix, no ".." so that nothing
+ * leaves it); with --threads 1 one thread uses the whole namespace, ".."
+ * included. Before an op starts a thread records it ("begin") and after it
+ * returns its result ("ack") in its own log in a MAP_SHARED region created
+ * before fork, which survives SIGKILL and costs no syscall. The parent kills
+ * the child after a random delay (sometimes during mount and recovery), then
+ * requires:
  *   - ferrite_fsck(pool, repair=0) == FERRITE_FSCK_CLEAN before any mount;
- *   - the pool mounts, and its tree equals a tmpfs mirror on which the
- *     acknowledged ops were replayed (each replayed op must also return what
- *     the child saw). The one op begun but not acknowledged may have happened
- *     or not: the tree must equal the mirror without it or with it; for a data
- *     op, each byte of the file may be old or new (sync mode does not promise
- *     atomic overwrites) but its size must be old or new and appended bytes,
- *     when the new size shows, must all be new (appends are atomic);
+ *   - the pool mounts; for each thread, its subtree equals the same subtree of
+ *     a tmpfs mirror on which that thread's acknowledged ops were replayed
+ *     (each replayed op must also return what the child saw). The thread's one
+ *     op begun but not acknowledged may have happened or not: the subtree must
+ *     equal the mirror without it or with it, except for what the pool's mode
+ *     allows an interrupted call to leave (see torn_rule()). Several threads
+ *     may be in flight at once; their subtrees are disjoint, so each one is
+ *     checked on its own;
  *   - the file/dir/symlink counts of ferrite_get_info match the tree (no orphan
  *     inode of the dead process survives recovery).
  * The next trial starts from the recovered state, so the pool accumulates
- * history. Why that proves the property: every acknowledged effect is present
- * byte for byte, nothing else is (the mirror is the kernel's execution of the
- * same ops), and the only freedom granted is the one the header grants to the
- * interrupted call.
+ * history (entries renamed deeper than the generator reaches are then removed
+ * on both sides, see prune(), so that the tree stays bounded). Why that
+ * proves the property: every acknowledged effect is present byte for byte,
+ * nothing else is (the mirror is the kernel's execution of the same ops), and
+ * the only freedom granted is the one docs/contracts.md ("What a crash can
+ * show") grants to the interrupted call in the pool's mode.
  *
- * Replay: `kill_test --seed S --trials N` re-runs the same op streams and the
- * same kill delays; where the kill lands in time is not reproducible, so a
- * failure also keeps the pool, the mirror and the trial's op log.
- * Harness self-test (no Ferrite): --posix runs the child on a tmpfs directory.
+ * Modes (--mode): the pool is formatted in sync or strict mode, and the data
+ * rule for an interrupted write/pwrite/writev/pwritev follows it:
+ *   sync   - each byte old or new, size old or new, and when the new size shows
+ *            the bytes past the old size are all new (appends are atomic);
+ *   strict - none: the subtree equals the mirror wholly before or wholly after.
+ * In both modes truncate, O_TRUNC and fallocate (allocation, size) are
+ * metadata-atomic: wholly before or after. A hole punch releases and zeroes
+ * in several steps, so each of its bytes may be old or zero (size unchanged).
+ *
+ * Replay: `kill_test --seed S --trials N --threads T --mode M` re-runs the
+ * same op streams and the same kill delays; where the kill lands in time and
+ * how threads interleave are not reproducible, so a failure also keeps the
+ * pool, the mirror and every thread's op log of the trial.
+ * Harness self-tests (no Ferrite): --posix runs the child on a tmpfs
+ * directory; --inject-bug plants a bug there (see fm_posix.c), which must be
+ * reported (--expect-failure) or, for a tear that the mode allows, must pass
+ * with the tear seen (--expect-torn).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -39,6 +59,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,12 +72,23 @@
 
 #include "ferrite.h"
 
-#define CAP 16384 /* ops recorded per trial; the child stalls when full */
+#define CAP  16384 /* ops recorded per thread and trial; a thread stalls when full */
+#define MAXT 16
+
+/* One thread's log. The thread stores op i in its records, then begun = i + 1
+ * (release); when the op returns, its result, then acked = i + 1 (release).
+ * So after a SIGKILL acked <= begun <= acked + 1, and the records below
+ * begun are complete ops. */
+struct tlog {
+	int64_t begun, acked;
+	char pad[48]; /* one cache line per thread */
+};
 
 struct hdr {
 	int state; /* 1 once the child has mounted */
 	int mount_ret;
-	int64_t begun, acked;
+	char pad[56];
+	struct tlog t[MAXT];
 };
 
 struct rec {
@@ -66,51 +98,100 @@ struct rec {
 };
 
 static struct hdr *H;
-static struct rec *R;
+static struct rec *R; /* thread t's records start at R + t * CAP */
+
+static struct rec *rec_of(int t, int64_t i)
+{
+	return &R[(size_t)t * CAP + (size_t)i];
+}
 
 static struct {
 	uint64_t seed;
 	long trials;
 	long max_delay_us;
 	uint64_t pool_mib;
+	int threads;
+	int mode;
 	int posix;
 	int verbose;
 	int fsck_every;
 	int bug;
 	int expect_failure;
+	int expect_torn;
 	int lenient_results;
 	const char *argv0;
-} O = {1, 200, 30000, 512, 0, 0, 10, 0, 0, 0, "kill_test"};
+} O = {1, 200, 30000, 0, 4, FERRITE_MODE_SYNC, 0, 0, 10, 0, 0, 0, 0, "kill_test"};
 
 static char dir[256], pool[300], mirror_dir[300], child_dir[300];
 
+/* Subtree of thread t: "/" for a single thread, else "/t<t>" (set in main). */
+static char subtrees[MAXT][16];
+
+static const char *subtree(int t)
+{
+	return subtrees[t];
+}
+
+/* Thread t's op stream of a trial; one thread keeps the streams it always had. */
+static void gen_init(struct fm_gen *g, long trial, int t)
+{
+	uint64_t seed = fm_mix(O.seed, (uint64_t)trial);
+	if (O.threads > 1)
+		seed = fm_mix(seed, (uint64_t)t + 1);
+	fm_gen_init(g, seed, FM_PROF_KILL, O.threads > 1 ? subtree(t) : "", O.threads == 1);
+}
+
 /* ---- child ------------------------------------------------------------------ */
+
+struct worker {
+	int t;
+	long trial;
+	struct fm_backend *be;
+};
+
+static void *worker_main(void *arg)
+{
+	struct worker *w = arg;
+	struct tlog *L = &H->t[w->t];
+	struct fm_gen g;
+	struct fm_side s;
+	struct fm_res res;
+	gen_init(&g, w->trial, w->t);
+	fm_side_init(&s, w->be);
+	for (int64_t i = 0;; i++) {
+		if (i == CAP)
+			for (;;)
+				pause();
+		struct rec *r = rec_of(w->t, i);
+		fm_gen_next(&g, &r->op);
+		__atomic_store_n(&L->begun, i + 1, __ATOMIC_RELEASE);
+		fm_exec(&s, &r->op, &res);
+		r->ret = res.ret;
+		r->slot = res.slot;
+		fm_res_free(&res);
+		__atomic_store_n(&L->acked, i + 1, __ATOMIC_RELEASE);
+	}
+	return NULL;
+}
 
 static void child_main(long trial)
 {
+	static struct worker w[MAXT];
 	struct fm_backend *be = O.posix ? fm_posix_new(child_dir, O.bug) : fm_ferrite_new(pool);
 	if (!be) {
 		H->mount_ret = -1;
 		_exit(3);
 	}
 	__atomic_store_n(&H->state, 1, __ATOMIC_RELEASE);
-	struct fm_gen g;
-	struct fm_side s;
-	struct fm_res res;
-	fm_gen_init(&g, fm_mix(O.seed, (uint64_t)trial), FM_PROF_KILL, "", 1);
-	fm_side_init(&s, be);
-	for (int64_t i = 0;; i++) {
-		if (i == CAP)
-			for (;;)
-				pause();
-		fm_gen_next(&g, &R[i].op);
-		__atomic_store_n(&H->begun, i + 1, __ATOMIC_RELEASE);
-		fm_exec(&s, &R[i].op, &res);
-		R[i].ret = res.ret;
-		R[i].slot = res.slot;
-		fm_res_free(&res);
-		__atomic_store_n(&H->acked, i + 1, __ATOMIC_RELEASE);
+	for (int t = 0; t < O.threads; t++)
+		w[t] = (struct worker){t, trial, be};
+	for (int t = 1; t < O.threads; t++) {
+		pthread_t th;
+		if (pthread_create(&th, NULL, worker_main, &w[t]) != 0)
+			_exit(4);
 	}
+	worker_main(&w[0]); /* never returns: the parent kills the process */
+	_exit(5);
 }
 
 /* ---- parent ----------------------------------------------------------------- */
@@ -122,55 +203,114 @@ static void sleep_us(long us)
 		;
 }
 
-static void dump_log(long trial, int64_t acked, int64_t begun, FILE *f, int64_t from)
+/* Each thread's log as the parent saw it when the trial ended. */
+static int64_t acked_of[MAXT], begun_of[MAXT];
+
+static void snap_logs(void)
+{
+	for (int t = 0; t < O.threads; t++) {
+		acked_of[t] = __atomic_load_n(&H->t[t].acked, __ATOMIC_ACQUIRE);
+		begun_of[t] = __atomic_load_n(&H->t[t].begun, __ATOMIC_ACQUIRE);
+	}
+}
+
+static void dump_log(int t, FILE *f, int64_t from)
 {
 	char s[1000];
-	for (int64_t j = from; j < begun; j++) {
-		fm_op_str(&R[j].op, s, sizeof s);
-		if (j < acked)
+	for (int64_t j = from; j < begun_of[t]; j++) {
+		fm_op_str(&rec_of(t, j)->op, s, sizeof s);
+		if (j < acked_of[t])
 			fprintf(f, "  begin %lld %s\n  ack %lld %s\n", (long long)j, s,
-				(long long)j, fm_errname(R[j].ret));
+				(long long)j, fm_errname(rec_of(t, j)->ret));
 		else
 			fprintf(f, "  begin %lld %s\n  (killed before ack)\n", (long long)j, s);
 	}
-	(void)trial;
 }
 
-static int fail(long trial, int64_t acked, int64_t begun, const char *fmt, ...)
-    __attribute__((format(printf, 4, 5)));
+static void replay_line(FILE *f, long trials)
+{
+	fprintf(f, "  replay: %s --seed %llu --trials %ld --threads %d --mode %s", O.argv0,
+		(unsigned long long)O.seed, trials, O.threads, fm_mode_name(O.mode));
+	if (O.pool_mib)
+		fprintf(f, " --pool-mib %llu", (unsigned long long)O.pool_mib);
+	if (O.max_delay_us != 30000)
+		fprintf(f, " --max-delay-us %ld", O.max_delay_us);
+	if (O.fsck_every != 10)
+		fprintf(f, " --fsck-every %d", O.fsck_every);
+	if (O.posix)
+		fprintf(f, " --posix");
+	if (O.bug)
+		fprintf(f, " --inject-bug %d", O.bug);
+	fprintf(f, " --verbose\n  (same op streams and delays; kill timing and thread "
+		   "interleaving vary)\n");
+}
 
-static int fail(long trial, int64_t acked, int64_t begun, const char *fmt, ...)
+/* Reports a failed trial; t is the thread whose check failed, -1 if none. */
+static int fail(long trial, int t, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+static int fail(long trial, int t, const char *fmt, ...)
 {
 	va_list ap;
-	fprintf(stderr,
-		"\nKILL TEST FAILURE: seed %llu, trial %ld (%lld ops acknowledged, %lld begun)\n  ",
-		(unsigned long long)O.seed, trial, (long long)acked, (long long)begun);
+	fprintf(stderr, "\nKILL TEST FAILURE: seed %llu, trial %ld, %s mode, %d thread%s",
+		(unsigned long long)O.seed, trial, fm_mode_name(O.mode), O.threads,
+		O.threads > 1 ? "s" : "");
+	if (t >= 0 && O.threads > 1)
+		fprintf(stderr, "; thread %d (subtree %s)", t, subtree(t));
+	fprintf(stderr, "\n  ");
 	va_start(ap, fmt);
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "\n  last ops of the trial:\n");
-	dump_log(trial, acked, begun, stderr, begun > 30 ? begun - 30 : 0);
-	char lp[400];
-	snprintf(lp, sizeof lp, "%s/trial-%ld.log", dir, trial);
-	FILE *f = fopen(lp, "w");
-	if (f) {
-		dump_log(trial, acked, begun, f, 0);
-		fclose(f);
+	fprintf(stderr, "\n");
+	for (int u = 0; u < O.threads; u++) {
+		if (O.threads > 1)
+			fprintf(stderr, "  thread %d (%s): %lld ops acknowledged, %lld begun\n", u,
+				subtree(u), (long long)acked_of[u], (long long)begun_of[u]);
+		else
+			fprintf(stderr, "  %lld ops acknowledged, %lld begun\n",
+				(long long)acked_of[u], (long long)begun_of[u]);
 	}
-	fprintf(stderr, "  full op log of the trial: %s\n", lp);
+	for (int u = 0; u < O.threads; u++) {
+		if (t >= 0 && u != t)
+			continue;
+		int64_t from = begun_of[u] > 30 ? begun_of[u] - 30 : 0;
+		fprintf(stderr, "  last ops of thread %d in the trial:\n", u);
+		dump_log(u, stderr, from);
+	}
+	for (int u = 0; u < O.threads; u++) {
+		char lp[400];
+		snprintf(lp, sizeof lp, "%s/trial-%ld-thread-%d.log", dir, trial, u);
+		FILE *f = fopen(lp, "w");
+		if (f) {
+			dump_log(u, f, 0);
+			fclose(f);
+		}
+	}
+	fprintf(stderr, "  full op logs of the trial: %s/trial-%ld-thread-*.log\n", dir, trial);
 	fprintf(stderr, "  kept: %s (pool) and %s (mirror)\n", O.posix ? child_dir : pool,
 		mirror_dir);
-	fprintf(stderr,
-		"  replay: %s --seed %llu --trials %ld%s --verbose   (same ops and delays; kill "
-		"timing varies)\n",
-		O.argv0, (unsigned long long)O.seed, trial + 1, O.posix ? " --posix" : "");
+	replay_line(stderr, trial + 1);
 	return 1;
 }
 
-static int is_data_op(int kind)
+/* What an interrupted op may leave beyond "wholly before or wholly after"
+ * (docs/contracts.md, "What a crash can show"). */
+enum torn { TORN_NONE, TORN_BYTES };
+
+static enum torn torn_rule(const struct fm_op *x)
 {
-	return kind == FM_WRITE || kind == FM_PWRITE || kind == FM_WRITEV || kind == FM_PWRITEV ||
-	       kind == FM_FALLOCATE;
+	switch (x->kind) {
+	case FM_WRITE:
+	case FM_PWRITE:
+	case FM_WRITEV:
+	case FM_PWRITEV:
+		/* sync: an overwrite may be partly visible; strict: every write atomic */
+		return O.mode == FERRITE_MODE_STRICT ? TORN_NONE : TORN_BYTES;
+	case FM_FALLOCATE:
+		/* allocation and size are atomic; a punch zeroes in steps */
+		return (x->flags & FALLOC_FL_PUNCH_HOLE) ? TORN_BYTES : TORN_NONE;
+	default:
+		return TORN_NONE; /* metadata ops, truncate, O_TRUNC: atomic */
+	}
 }
 
 /* Content of the file behind the mirror's descriptor (posix backend fds are
@@ -181,8 +321,11 @@ static int mirror_file(int fd, uint8_t **data, size_t *len, uint64_t *ino)
 	struct stat st;
 	snprintf(pp, sizeof pp, "/proc/self/fd/%d", fd);
 	int rfd = open(pp, O_RDONLY | O_CLOEXEC);
-	if (rfd < 0 || fstat(rfd, &st) < 0)
+	if (rfd < 0 || fstat(rfd, &st) < 0) {
+		if (rfd >= 0)
+			close(rfd);
 		return -1;
+	}
 	*ino = st.st_ino;
 	*len = (size_t)st.st_size;
 	*data = malloc(*len ? *len : 1);
@@ -197,131 +340,217 @@ static int mirror_file(int fd, uint8_t **data, size_t *len, uint64_t *ino)
 	return got == *len ? 0 : -1;
 }
 
-static long n_none, n_not, n_done, n_torn, n_early, n_warn;
+/* Outcomes over all trials, per thread and trial. */
+static long n_early, n_idle, n_not, n_done, n_torn_write, n_torn_punch, n_warn;
+
+/* Replays thread t's acknowledged ops on its mirror side; each must return
+ * what it returned in the child. */
+static int replay_acked(long trial, int t, struct fm_side *ms)
+{
+	struct fm_res res;
+	for (int64_t j = 0; j < acked_of[t]; j++) {
+		const struct rec *r = rec_of(t, j);
+		fm_exec(ms, &r->op, &res);
+		int64_t got = res.ret;
+		int slot = res.slot;
+		int alt = got != r->ret && fm_err_alternative(&r->op, ms, &res, r->ret);
+		fm_res_free(&res);
+		char s[1000];
+		fm_op_str(&r->op, s, sizeof s);
+		if (got != r->ret && !alt && slot == r->slot && O.lenient_results) {
+			fprintf(stderr,
+				"warning: trial %ld thread %d op %lld %s returned %s in the child, "
+				"%s on the mirror\n",
+				trial, t, (long long)j, s, fm_errname(r->ret), fm_errname(got));
+			n_warn++;
+		} else if ((got != r->ret && !alt) || slot != r->slot) {
+			return fail(
+			    trial, t,
+			    "acknowledged op %lld %s returned %s (slot %d) in the child, %s "
+			    "(slot %d) on the mirror",
+			    (long long)j, s, fm_errname(r->ret), r->slot, fm_errname(got), slot);
+		}
+	}
+	return 0;
+}
+
+/* Thread t's subtree on the recovered pool against the mirror, which holds
+ * its acknowledged ops; the in-flight op, if any, is applied to the mirror
+ * when the pool shows it. */
+static int check_subtree(long trial, int t, struct fm_backend *sut, struct fm_side *ms)
+{
+	char why[4096], first[4096];
+	const char *root = subtree(t);
+	int in_flight = begun_of[t] > acked_of[t];
+	if (fm_tree_compare(sut, ms->be, root, NULL, why, sizeof why) == 0) {
+		if (in_flight)
+			n_not++;
+		else
+			n_idle++;
+		return 0;
+	}
+	if (!in_flight)
+		return fail(trial, t, "the recovered tree differs from the acknowledged ops: %s",
+			    why);
+	snprintf(first, sizeof first, "%s", why);
+	const struct fm_op *x = &rec_of(t, acked_of[t])->op;
+	struct fm_lenient len;
+	struct fm_res res;
+	memset(&len, 0, sizeof len);
+	int slot = fm_pick_slot(ms, x);
+	if (torn_rule(x) == TORN_BYTES && ms->fd[slot] >= 0 && ms->fdtype[slot] == S_IFREG &&
+	    mirror_file(ms->fd[slot], &len.old, &len.oldlen, &len.ino) == 0) {
+		len.active = 1;
+		/* the kernel (--posix) may leave a short write; Ferrite publishes the
+		 * size of an append last */
+		len.strict_append = !O.posix;
+	}
+	fm_exec(ms, x, &res);
+	fm_res_free(&res);
+	int rc = fm_tree_compare(sut, ms->be, root, len.active ? &len : NULL, why, sizeof why);
+	free(len.old);
+	if (rc == 0) {
+		if (!len.used)
+			n_done++;
+		else if (x->kind == FM_FALLOCATE)
+			n_torn_punch++;
+		else
+			n_torn_write++;
+		return 0;
+	}
+	char s[1000];
+	fm_op_str(x, s, sizeof s);
+	return fail(trial, t,
+		    "the recovered tree matches neither the state before nor after the "
+		    "interrupted op %s (%s)\n  without it: %s\n  with it:    %s",
+		    s,
+		    torn_rule(x) == TORN_BYTES ? "bytes may be torn: old or new"
+					       : "it must be wholly before or wholly after",
+		    first, why);
+}
+
+static int check_counts(long trial, struct fm_backend *sut, struct fm_backend *mirror)
+{
+	struct ferrite_info info;
+	struct fm_counts c;
+	int r = ferrite_get_info(fm_ferrite_fs(sut), &info);
+	fm_tree_count(mirror, "/", &c);
+	if (r < 0 || info.files != c.files || info.symlinks != c.symlinks ||
+	    (info.directories != c.dirs && info.directories + 1 != c.dirs))
+		return fail(trial, -1,
+			    "after recovery ferrite_get_info (= %s) counts files=%llu "
+			    "directories=%llu symlinks=%llu, the tree has %llu files, %llu "
+			    "directories (with root), %llu symlinks: orphan inodes of the killed "
+			    "process not reclaimed, or counters wrong",
+			    fm_errname(r), (unsigned long long)info.files,
+			    (unsigned long long)info.directories, (unsigned long long)info.symlinks,
+			    (unsigned long long)c.files, (unsigned long long)c.dirs,
+			    (unsigned long long)c.symlinks);
+	return 0;
+}
+
+/* Removes path and everything below it on both sides; each removal must
+ * give the same result on both. */
+static int remove_both(long trial, int t, struct fm_backend *sut, struct fm_backend *mirror,
+		       const char *path)
+{
+	struct stat st;
+	if (mirror->lstat(mirror->ctx, path, &st) < 0)
+		return 0;
+	int ra, rb;
+	const char *what = "unlink";
+	if (S_ISDIR(st.st_mode)) {
+		struct fm_dent *e;
+		int n;
+		fm_tree_list(mirror, path, &e, &n);
+		for (int i = 0; i < n; i++) {
+			char child[FM_PATH + 300];
+			snprintf(child, sizeof child, "%s/%s", path, e[i].name);
+			if (remove_both(trial, t, sut, mirror, child)) {
+				free(e);
+				return 1;
+			}
+		}
+		free(e);
+		what = "rmdir";
+		ra = sut->rmdir(sut->ctx, path);
+		rb = mirror->rmdir(mirror->ctx, path);
+	} else {
+		ra = sut->unlink(sut->ctx, path);
+		rb = mirror->unlink(mirror->ctx, path);
+	}
+	if (ra != rb)
+		return fail(trial, t, "pruning after the checks: %s(\"%s\") = %s, on the mirror %s",
+			    what, path, fm_errname(ra), fm_errname(rb));
+	return 0;
+}
+
+/* The generator names paths at most PRUNE_DEPTH - 1 levels below a
+ * namespace's root, but renaming a directory carries entries deeper, where
+ * they stay for good: the tree, and with it each trial's comparison, would
+ * grow without bound. So after the checks, entries at depth PRUNE_DEPTH and
+ * below are removed on both sides (which also exercises unlink and rmdir of
+ * accumulated history). */
+#define PRUNE_DEPTH 3
+
+static int prune(long trial, int t, struct fm_backend *sut, struct fm_backend *mirror,
+		 const char *path, int depth)
+{
+	struct fm_dent *e;
+	int n, rc = 0;
+	fm_tree_list(mirror, path, &e, &n);
+	for (int i = 0; i < n && !rc; i++) {
+		char child[FM_PATH + 300];
+		struct stat st;
+		snprintf(child, sizeof child, "%s%s%s", path, strcmp(path, "/") ? "/" : "",
+			 e[i].name);
+		if (depth + 1 >= PRUNE_DEPTH)
+			rc = remove_both(trial, t, sut, mirror, child);
+		else if (mirror->lstat(mirror->ctx, child, &st) == 0 && S_ISDIR(st.st_mode))
+			rc = prune(trial, t, sut, mirror, child, depth + 1);
+	}
+	free(e);
+	return rc;
+}
 
 static int verify(long trial, struct fm_backend *mirror)
 {
-	int64_t acked = __atomic_load_n(&H->acked, __ATOMIC_ACQUIRE);
-	int64_t begun = __atomic_load_n(&H->begun, __ATOMIC_ACQUIRE);
 	char why[4096];
 	if (!O.posix) {
 		int r = fm_ferrite_fsck(pool, why, sizeof why);
 		if (r != FERRITE_FSCK_CLEAN)
-			return fail(trial, acked, begun,
-				    "fsck of the killed pool is not clean:\n%s", why);
+			return fail(trial, -1, "fsck of the killed pool is not clean:\n%s", why);
 	}
 	struct fm_backend *sut = O.posix ? fm_posix_new(child_dir, 0) : fm_ferrite_new(pool);
 	if (!sut)
-		return fail(trial, acked, begun, "the killed pool does not mount (see above)");
-	struct fm_side ms;
-	fm_side_init(&ms, mirror);
+		return fail(trial, -1, "the killed pool does not mount (see above)");
+	struct fm_side ms[MAXT];
+	for (int t = 0; t < O.threads; t++)
+		fm_side_init(&ms[t], mirror);
 	int rc = 0;
-	struct fm_res res;
-	for (int64_t j = 0; j < acked; j++) {
-		fm_exec(&ms, &R[j].op, &res);
-		int64_t got = res.ret;
-		int slot = res.slot;
-		int alt = got != R[j].ret && fm_err_alternative(&R[j].op, &ms, &res, R[j].ret);
-		fm_res_free(&res);
-		if (got != R[j].ret && !alt && slot == R[j].slot && O.lenient_results) {
-			char s[1000];
-			fm_op_str(&R[j].op, s, sizeof s);
-			fprintf(stderr,
-				"warning: trial %ld op %lld %s returned %s in the child, %s on the "
-				"mirror\n",
-				trial, (long long)j, s, fm_errname(R[j].ret), fm_errname(got));
-			n_warn++;
-		} else if ((got != R[j].ret && !alt) || slot != R[j].slot) {
-			char s[1000];
-			fm_op_str(&R[j].op, s, sizeof s);
-			rc = fail(trial, acked, begun,
-				  "op %lld %s returned %s (slot %d) in the child, %s (slot %d) on "
-				  "the mirror",
-				  (long long)j, s, fm_errname(R[j].ret), R[j].slot, fm_errname(got),
-				  slot);
-			goto out;
-		}
+	for (int t = 0; t < O.threads && !rc; t++)
+		rc = replay_acked(trial, t, &ms[t]) || check_subtree(trial, t, sut, &ms[t]);
+	if (!rc && !O.posix)
+		rc = check_counts(trial, sut, mirror);
+	for (int t = 0; t < O.threads; t++)
+		fm_side_close_all(&ms[t]);
+	for (int t = 0; t < O.threads && !rc; t++)
+		rc = prune(trial, t, sut, mirror, subtree(t), 0);
+	if (!rc && O.verbose) {
+		printf("trial %ld:", trial);
+		for (int t = 0; t < O.threads; t++)
+			printf(" %s%lld acked%s", t ? ", " : "", (long long)acked_of[t],
+			       begun_of[t] > acked_of[t] ? " + 1 in flight" : "");
+		printf("\n");
 	}
-	const char *outcome = "none in flight";
-	if (fm_tree_compare(sut, mirror, "/", NULL, why, sizeof why) == 0) {
-		if (begun > acked) {
-			outcome = "in-flight op not visible";
-			n_not++;
-		} else {
-			n_none++;
-		}
-	} else if (begun > acked) {
-		char first[4096];
-		snprintf(first, sizeof first, "%s", why);
-		const struct fm_op *x = &R[acked].op;
-		struct fm_lenient len;
-		memset(&len, 0, sizeof len);
-		int slot = fm_pick_slot(&ms, x);
-		if (is_data_op(x->kind) && ms.fd[slot] >= 0 && ms.fdtype[slot] == S_IFREG) {
-			if (mirror_file(ms.fd[slot], &len.old, &len.oldlen, &len.ino) == 0) {
-				len.active = 1;
-				len.strict_append = !O.posix;
-			}
-		}
-		fm_exec(&ms, x, &res);
-		fm_res_free(&res);
-		if (fm_tree_compare(sut, mirror, "/", len.active ? &len : NULL, why, sizeof why) ==
-		    0) {
-			outcome = len.used ? "in-flight op torn (legal)" : "in-flight op complete";
-			if (len.used)
-				n_torn++;
-			else
-				n_done++;
-		} else {
-			char s[1000];
-			fm_op_str(x, s, sizeof s);
-			rc = fail(trial, acked, begun,
-				  "the recovered tree matches neither the state before nor after "
-				  "the interrupted op %s\n"
-				  "  without it: %s\n  with it:    %s",
-				  s, first, why);
-		}
-		free(len.old);
-		if (rc)
-			goto out;
-	} else {
-		rc = fail(trial, acked, begun,
-			  "the recovered tree differs from the acknowledged ops: %s", why);
-		goto out;
-	}
-	if (!O.posix) {
-		struct ferrite_info info;
-		struct fm_counts c;
-		int r = ferrite_get_info(fm_ferrite_fs(sut), &info);
-		fm_tree_count(mirror, "/", &c);
-		if (r < 0 || info.files != c.files || info.symlinks != c.symlinks ||
-		    (info.directories != c.dirs && info.directories + 1 != c.dirs)) {
-			rc = fail(trial, acked, begun,
-				  "after recovery ferrite_get_info (= %s) counts files=%llu "
-				  "directories=%llu symlinks=%llu, "
-				  "the tree has %llu files, %llu directories (with root), %llu "
-				  "symlinks: orphan inodes of "
-				  "the killed process not reclaimed, or counters wrong",
-				  fm_errname(r), (unsigned long long)info.files,
-				  (unsigned long long)info.directories,
-				  (unsigned long long)info.symlinks, (unsigned long long)c.files,
-				  (unsigned long long)c.dirs, (unsigned long long)c.symlinks);
-			goto out;
-		}
-	}
-	if (O.verbose)
-		printf("trial %ld: %lld ops acknowledged, %s\n", trial, (long long)acked, outcome);
-out:
-	fm_side_close_all(&ms);
 	if (O.posix)
 		fm_posix_free(sut);
 	else if (fm_ferrite_unmount(sut) < 0 && !rc)
-		rc = fail(trial, acked, begun, "ferrite_unmount failed after verification");
+		rc = fail(trial, -1, "ferrite_unmount failed after verification");
 	if (!rc && !O.posix && O.fsck_every && trial % O.fsck_every == O.fsck_every - 1) {
 		int r = fm_ferrite_fsck(pool, why, sizeof why);
 		if (r != FERRITE_FSCK_CLEAN)
-			rc = fail(trial, acked, begun,
-				  "fsck after a clean unmount is not clean:\n%s", why);
+			rc = fail(trial, -1, "fsck after a clean unmount is not clean:\n%s", why);
 	}
 	return rc;
 }
@@ -348,6 +577,34 @@ static void keep_mirror(struct fm_backend *m)
 	kept_mirror = m;
 }
 
+/* Same root attributes on both sides, and each thread's subtree. */
+static int setup(struct fm_backend *mirror)
+{
+	char why[1024];
+	struct fm_backend *sut = O.posix ? fm_posix_new(child_dir, 0) : fm_ferrite_new(pool);
+	if (!sut)
+		return -1;
+	if (!O.posix && fm_ferrite_check_mode(sut, O.mode, why, sizeof why) < 0) {
+		fprintf(stderr, "%s\n", why);
+		fm_ferrite_unmount(sut);
+		return -1;
+	}
+	struct fm_backend *both[2] = {sut, mirror};
+	for (int i = 0; i < 2; i++) {
+		struct fm_backend *be = both[i];
+		be->chmod(be->ctx, "/", 0755);
+		be->chown(be->ctx, "/", 0, 0);
+		for (int t = 0; O.threads > 1 && t < O.threads; t++)
+			if (be->mkdir(be->ctx, subtree(t), 0755) < 0)
+				return -1;
+	}
+	if (O.posix)
+		fm_posix_free(sut);
+	else if (fm_ferrite_unmount(sut) < 0)
+		return -1;
+	return 0;
+}
+
 static int run(void)
 {
 	char why[1024];
@@ -361,34 +618,30 @@ static int run(void)
 		perror(dir);
 		return 2;
 	}
-	if (!O.posix && fm_ferrite_mkfs(pool, O.pool_mib << 20, why, sizeof why) < 0) {
+	/* files of up to 17 MiB, dozens of them per namespace */
+	uint64_t mib = O.pool_mib ? O.pool_mib : O.threads == 1 ? 512 : 256 * (uint64_t)O.threads;
+	if (!O.posix && fm_ferrite_mkfs(pool, mib << 20, O.mode, why, sizeof why) < 0) {
 		fprintf(stderr, "%s\n", why);
+		fm_rm_rf(dir);
+		unlink(pool);
 		return 2;
 	}
 	struct fm_backend *mirror = fm_posix_new(mirror_dir, 0);
 	/* the mirror outlives every early return of a failed trial */
 	keep_mirror(mirror);
-	/* same root attributes on both sides */
-	struct fm_backend *sut = O.posix ? fm_posix_new(child_dir, 0) : fm_ferrite_new(pool);
-	if (!sut || !mirror)
+	if (!mirror || setup(mirror) < 0) {
+		fprintf(stderr, "kill_test: setting up %s failed\n", O.posix ? child_dir : pool);
 		return 2;
-	sut->chmod(sut->ctx, "/", 0755);
-	sut->chown(sut->ctx, "/", 0, 0);
-	mirror->chmod(mirror->ctx, "/", 0755);
-	mirror->chown(mirror->ctx, "/", 0, 0);
-	if (O.posix)
-		fm_posix_free(sut);
-	else
-		fm_ferrite_unmount(sut);
+	}
 
-	size_t shm_len = sizeof(struct hdr) + 64 + sizeof(struct rec) * CAP;
+	size_t shm_len = sizeof(struct hdr) + sizeof(struct rec) * CAP * (size_t)O.threads;
 	void *shm = mmap(NULL, shm_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (shm == MAP_FAILED) {
 		perror("mmap");
 		return 2;
 	}
 	H = shm;
-	R = (struct rec *)((char *)shm + ((sizeof(struct hdr) + 63) & ~(size_t)63));
+	R = (struct rec *)((char *)shm + sizeof(struct hdr));
 
 	struct fm_rng rng = {fm_mix(O.seed, 0xc0ffee)};
 	struct timespec t0, t1;
@@ -417,7 +670,8 @@ static int run(void)
 					break;
 				int st;
 				if (waitpid(pid, &st, WNOHANG) == pid) {
-					return fail(trial, 0, 0,
+					snap_logs();
+					return fail(trial, -1,
 						    "the child exited (status 0x%x) before "
 						    "starting: mount failed? "
 						    "(ferrite_mount result and message above)",
@@ -430,40 +684,42 @@ static int run(void)
 		kill(pid, SIGKILL);
 		int st;
 		waitpid(pid, &st, 0);
+		snap_logs();
 		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
-			int64_t a = H->acked, b = H->begun;
 			if (WIFSIGNALED(st))
-				return fail(
-				    trial, a, b, "the child died of signal %d (%s) inside op %lld",
-				    WTERMSIG(st), strsignal(WTERMSIG(st)), (long long)b - 1);
-			return fail(trial, a, b, "the child exited with status %d (mount failed?)",
+				return fail(trial, -1, "the child died of signal %d (%s) in an op",
+					    WTERMSIG(st), strsignal(WTERMSIG(st)));
+			return fail(trial, -1,
+				    "the child exited with status %d (3: mount failed, 4: "
+				    "pthread_create failed)",
 				    WEXITSTATUS(st));
 		}
 		if (!H->state)
 			n_early++;
-		total_acked += H->acked;
+		for (int t = 0; t < O.threads; t++)
+			total_acked += acked_of[t];
 		if (verify(trial, mirror))
 			return 1;
 		if (!O.verbose && (trial + 1) % 25 == 0) {
 			struct fm_counts c;
 			fm_tree_count(mirror, "/", &c);
 			printf("trial %ld/%ld ok: %lld ops acknowledged so far; tree %llu files "
-			       "%llu dirs %llu "
-			       "symlinks %llu bytes\n",
+			       "%llu dirs %llu symlinks %llu bytes\n",
 			       trial + 1, O.trials, (long long)total_acked,
 			       (unsigned long long)c.files, (unsigned long long)c.dirs,
 			       (unsigned long long)c.symlinks, (unsigned long long)c.bytes);
 		}
 	}
 	clock_gettime(CLOCK_MONOTONIC, &t1);
-	printf("kill test passed: %ld trials, %lld ops acknowledged, %.1f s; kill landed before "
-	       "the mount finished "
-	       "%ld times, between ops %ld, in an op that left no trace %ld, in an op that "
-	       "completed %ld, in a "
-	       "data op with a torn (legal) result %ld\n",
-	       O.trials, (long long)total_acked,
+	printf("kill test passed (%s mode, %d thread%s%s): %ld kills, %lld ops acknowledged, "
+	       "%.1f s\n"
+	       "  kills before the mount finished: %ld\n"
+	       "  per thread and kill: no op in flight %ld, in-flight op left no trace %ld, "
+	       "completed %ld, torn write (legal in sync mode) %ld, torn hole punch %ld\n",
+	       fm_mode_name(O.mode), O.threads, O.threads > 1 ? "s" : "",
+	       O.posix ? ", kernel child (--posix)" : "", O.trials, (long long)total_acked,
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, n_early,
-	       n_none - n_early, n_not, n_done, n_torn);
+	       n_idle, n_not, n_done, n_torn_write, n_torn_punch);
 	keep_mirror(NULL);
 	munmap(shm, shm_len);
 	fm_rm_rf(dir);
@@ -474,7 +730,23 @@ static int run(void)
 		       n_warn);
 		return 1;
 	}
+	if (O.expect_torn && n_torn_write == 0) {
+		printf("--expect-torn: no kill left a torn write, so the sync rule was not "
+		       "exercised: FAILED\n");
+		return 1;
+	}
 	return 0;
+}
+
+static void usage(void)
+{
+	fprintf(stderr,
+		"usage: kill_test [--seed S] [--trials N] [--threads T] [--mode sync|strict]\n"
+		"                 [--max-delay-us U] [--pool-mib M] [--fsck-every K] [--verbose]\n"
+		"                 [--lenient-results]\n"
+		"                 [--posix [--inject-bug 1|2|3] [--expect-failure | "
+		"--expect-torn]]   (harness self-tests)\n");
+	exit(2);
 }
 
 int main(int argc, char **argv)
@@ -488,6 +760,14 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--trials") && v) {
 			O.trials = strtol(v, NULL, 0);
+			i++;
+		} else if (!strcmp(a, "--threads") && v) {
+			O.threads = atoi(v);
+			i++;
+		} else if (!strcmp(a, "--mode") && v) {
+			O.mode = fm_mode_parse(v);
+			if (O.mode < 0)
+				usage();
 			i++;
 		} else if (!strcmp(a, "--max-delay-us") && v) {
 			O.max_delay_us = strtol(v, NULL, 0);
@@ -505,25 +785,26 @@ int main(int argc, char **argv)
 			O.lenient_results = 1;
 		} else if (!strcmp(a, "--expect-failure")) {
 			O.expect_failure = 1;
+		} else if (!strcmp(a, "--expect-torn")) {
+			O.expect_torn = 1;
 		} else if (!strcmp(a, "--posix")) {
 			O.posix = 1;
 		} else if (!strcmp(a, "--verbose")) {
 			O.verbose = 1;
 		} else {
-			fprintf(
-			    stderr,
-			    "usage: kill_test [--seed S] [--trials N] [--max-delay-us "
-			    "U] [--pool-mib M]\n"
-			    "                 [--fsck-every K] [--verbose] [--lenient-results]\n"
-			    "                 [--posix [--inject-bug 1|2] "
-			    "[--expect-failure]]   (harness self-test)\n");
-			return 2;
+			usage();
 		}
+	}
+	if (O.threads < 1 || O.threads > MAXT) {
+		fprintf(stderr, "--threads must be in 1..%d\n", MAXT);
+		return 2;
 	}
 	if (O.bug && !O.posix) {
 		fprintf(stderr, "--inject-bug needs --posix\n");
 		return 2;
 	}
+	for (int t = 0; t < O.threads; t++)
+		snprintf(subtrees[t], sizeof subtrees[t], O.threads == 1 ? "/" : "/t%d", t);
 	umask(0);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	int rc = run();

@@ -110,7 +110,14 @@ struct fm_backend *fm_ferrite_new(const char *pool); /* mounts; NULL + message o
 int fm_ferrite_remount(struct fm_backend *be, int run_fsck, char *why, size_t whylen);
 int fm_ferrite_unmount(struct fm_backend *be); /* and frees be */
 void *fm_ferrite_fs(struct fm_backend *be);
-int fm_ferrite_mkfs(const char *pool, uint64_t bytes, char *why, size_t whylen);
+/* Formats pool in mode (FERRITE_MODE_SYNC or FERRITE_MODE_STRICT). */
+int fm_ferrite_mkfs(const char *pool, uint64_t bytes, int mode, char *why, size_t whylen);
+/* 0 if the mounted pool reports mode (ferrite_get_info), else -1 and why: a
+ * test that asked for strict mode must not silently run in sync mode. */
+int fm_ferrite_check_mode(struct fm_backend *be, int mode, char *why, size_t whylen);
+/* "sync" / "strict" -> FERRITE_MODE_SYNC / FERRITE_MODE_STRICT, else -1. */
+int fm_mode_parse(const char *name);
+const char *fm_mode_name(int mode);
 /* ferrite_fsck(pool, 0): returns its result; the problem lines go to why. */
 int fm_ferrite_fsck(const char *pool, char *why, size_t whylen);
 
@@ -289,6 +296,10 @@ struct fm_lenient {
 
 int fm_tree_compare(struct fm_backend *a, struct fm_backend *b, const char *root,
 		    struct fm_lenient *len, char *why, size_t whylen);
+
+/* Entries of directory path without "." and "..", sorted by name; *out is
+ * malloc'ed (free it). Returns 0 or -errno. */
+int fm_tree_list(struct fm_backend *be, const char *path, struct fm_dent **out, int *n);
 
 struct fm_counts {
 	uint64_t files, dirs, symlinks; /* distinct inodes; dirs include root */

@@ -373,18 +373,50 @@ int fm_ferrite_unmount(struct fm_backend *be)
 	return r;
 }
 
-int fm_ferrite_mkfs(const char *pool, uint64_t bytes, char *why, size_t whylen)
+int fm_ferrite_mkfs(const char *pool, uint64_t bytes, int mode, char *why, size_t whylen)
 {
 	struct ferrite_mkfs_opts o;
 	memset(&o, 0, sizeof o);
 	o.size = bytes;
-	o.mode = FERRITE_MODE_SYNC;
+	o.mode = mode;
 	o.force = 1;
 	int r = ferrite_mkfs(pool, &o);
 	if (r < 0)
-		snprintf(why, whylen, "ferrite_mkfs(%s) = %s: %s", pool, fm_errname(r),
-			 ferrite_errmsg());
+		snprintf(why, whylen, "ferrite_mkfs(%s, mode %s) = %s: %s", pool,
+			 fm_mode_name(mode), fm_errname(r), ferrite_errmsg());
 	return r;
+}
+
+int fm_ferrite_check_mode(struct fm_backend *be, int mode, char *why, size_t whylen)
+{
+	struct ferrite_info info;
+	int r = ferrite_get_info(FS(be->ctx), &info);
+	if (r < 0) {
+		snprintf(why, whylen, "ferrite_get_info = %s: %s", fm_errname(r), ferrite_errmsg());
+		return -1;
+	}
+	if (info.mode != mode) {
+		snprintf(why, whylen, "the pool was formatted in %s mode but mounts in %s mode",
+			 fm_mode_name(mode), fm_mode_name(info.mode));
+		return -1;
+	}
+	return 0;
+}
+
+int fm_mode_parse(const char *name)
+{
+	if (!strcmp(name, "sync"))
+		return FERRITE_MODE_SYNC;
+	if (!strcmp(name, "strict"))
+		return FERRITE_MODE_STRICT;
+	return -1;
+}
+
+const char *fm_mode_name(int mode)
+{
+	return mode == FERRITE_MODE_SYNC     ? "sync"
+	       : mode == FERRITE_MODE_STRICT ? "strict"
+					     : "unknown";
 }
 
 struct fsck_buf {

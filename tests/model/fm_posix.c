@@ -11,7 +11,10 @@
  *
  * inject_bug (harness self-test only) plants a known bug so a test can show
  * that the comparator notices it: 1 = some large pwrites lose their last
- * byte, 2 = RENAME_NOREPLACE is ignored.
+ * byte, 2 = RENAME_NOREPLACE is ignored, 3 = some large pwrites write their
+ * second half and then kill the process before the first: a crash inside a
+ * non-atomic overwrite, legal in sync mode and a violation in strict mode
+ * (kill_test's self-tests; it would kill model_test).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -25,6 +28,7 @@
 #include <linux/openat2.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -137,6 +141,12 @@ static ssize_t p_pwrite(void *cv, int fd, const void *b, size_t n, off_t o)
 	if (c->bug == 1 && n > 3000 && o % 7 == 3) {
 		ssize_t r = pwrite(fd, b, n - 1, o);
 		return r < 0 ? -errno : (ssize_t)n;
+	}
+	if (c->bug == 3 && n > 3000 && o % 5 == 1 && !(fcntl(fd, F_GETFL) & O_APPEND)) {
+		size_t h = n / 2;
+		if (pwrite(fd, (const char *)b + h, n - h, o + (off_t)h) < 0)
+			return -errno;
+		raise(SIGKILL);
 	}
 	return NEG(pwrite(fd, b, n, o));
 }

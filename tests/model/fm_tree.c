@@ -55,8 +55,7 @@ static int dent_cmp(const void *a, const void *b)
 	return strcmp(((const struct fm_dent *)a)->name, ((const struct fm_dent *)b)->name);
 }
 
-/* Names in a directory without "." and "..", sorted. */
-static int list(struct fm_backend *be, const char *path, struct fm_dent **out, int *n)
+int fm_tree_list(struct fm_backend *be, const char *path, struct fm_dent **out, int *n)
 {
 	void *h;
 	*out = NULL;
@@ -244,8 +243,8 @@ static int cmp_dir(struct walk *w, const char *path)
 {
 	struct fm_dent *ea, *eb;
 	int na, nb, rc = 1;
-	int ra = list(w->a, path, &ea, &na);
-	int rb = list(w->b, path, &eb, &nb);
+	int ra = fm_tree_list(w->a, path, &ea, &na);
+	int rb = fm_tree_list(w->b, path, &eb, &nb);
 	if (ra < 0 || rb < 0) {
 		snprintf(w->why, w->whylen, "%s: listing: %s vs %s", path, fm_errname(ra),
 			 fm_errname(rb));
@@ -368,7 +367,7 @@ static void count_walk(struct fm_backend *be, const char *path, struct fm_counts
 		c->dirs++;
 		struct fm_dent *e;
 		int n;
-		if (list(be, path, &e, &n) < 0)
+		if (fm_tree_list(be, path, &e, &n) < 0)
 			return;
 		for (int i = 0; i < n; i++) {
 			char child[4096];

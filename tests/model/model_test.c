@@ -18,7 +18,10 @@
  * boundary (4K/32K/256K/2M/16M) so that upgrades are exercised. Variants:
  * --remount K unmounts, fscks and remounts every K ops (state must survive);
  * --threads T runs T threads on disjoint subtrees of one mounted pool (each
- * thread's results are deterministic, so any divergence is a thread-safety bug).
+ * thread's results are deterministic, so any divergence is a thread-safety bug);
+ * --mode strict formats the pool in strict mode (every write atomic): without a
+ * crash both modes must behave exactly like POSIX, so the checks are the same,
+ * and the mounted pool must report the mode asked for.
  *
  * Replay: a failure prints `model_test --seed S --ops N ... --verbose`.
  * Harness self-test (no Ferrite): --posix-vs-posix [--inject-bug 1|2].
@@ -57,6 +60,7 @@ struct opts {
 	int plain; /* posix vs plain-path kernel calls */
 	int bug;
 	uint64_t pool_mib;
+	int mode; /* FERRITE_MODE_SYNC or FERRITE_MODE_STRICT: how the pool is formatted */
 	const char *argv0;
 };
 
@@ -125,6 +129,8 @@ static void replay_line(FILE *f, uint64_t seed, long ops)
 		fprintf(f, " --no-creat-directory");
 	if (O.pool_mib != 256)
 		fprintf(f, " --pool-mib %llu", (unsigned long long)O.pool_mib);
+	if (O.mode != FERRITE_MODE_SYNC)
+		fprintf(f, " --mode %s", fm_mode_name(O.mode));
 	if (O.plain)
 		fprintf(f, " --posix-vs-plain");
 	else if (O.pvp)
@@ -322,11 +328,18 @@ static int run_seed(uint64_t seed)
 		mkdir(sut, 0755);
 		a = O.plain ? fm_posix_plain_new(sut) : fm_posix_new(sut, O.bug);
 	} else {
-		if (fm_ferrite_mkfs(pool, O.pool_mib << 20, why, sizeof why) < 0) {
+		if (fm_ferrite_mkfs(pool, O.pool_mib << 20, O.mode, why, sizeof why) < 0) {
 			fprintf(stderr, "%s\n", why);
+			fm_posix_free(b);
+			fm_rm_rf(dir);
+			unlink(pool);
 			return 2;
 		}
 		a = fm_ferrite_new(pool);
+		if (a && fm_ferrite_check_mode(a, O.mode, why, sizeof why) < 0) {
+			fprintf(stderr, "%s (kept: %s)\n", why, pool);
+			return 2;
+		}
 	}
 	if (!a || !b)
 		return 2;
@@ -388,10 +401,14 @@ static int run_seed(uint64_t seed)
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	struct fm_counts c;
 	fm_tree_count(b, "/", &c);
-	printf("seed %llu: %ld ops%s%s, %s (%.1f s; final tree %llu files, %llu dirs, %llu "
+	printf("seed %llu: %ld ops%s%s%s, %s (%.1f s; final tree %llu files, %llu dirs, %llu "
 	       "symlinks, %llu bytes)\n",
 	       (unsigned long long)seed, O.ops * nthr, O.threads ? " over threads" : "",
-	       O.remount ? " with remounts" : "", rc ? "FAILED" : "ok",
+	       O.remount ? " with remounts" : "",
+	       O.pvp			     ? ""
+	       : O.mode == FERRITE_MODE_SYNC ? ", sync mode"
+					     : ", strict mode",
+	       rc ? "FAILED" : "ok",
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9,
 	       (unsigned long long)c.files, (unsigned long long)c.dirs,
 	       (unsigned long long)c.symlinks, (unsigned long long)c.bytes);
@@ -430,7 +447,8 @@ static void usage(void)
 {
 	fprintf(stderr,
 		"usage: model_test [--seed S | --seeds A-B] [--ops N] [--remount K] [--threads T]\n"
-		"                  [--check-every N] [--pool-mib M] [--verbose] [--stats]\n"
+		"                  [--check-every N] [--pool-mib M] [--mode sync|strict]\n"
+		"                  [--verbose] [--stats]\n"
 		"                  [--lenient-errmsg]  (count empty ferrite_errmsg() instead of "
 		"failing)\n"
 		"                  [--keep-going N]  (report up to N op mismatches per seed while "
@@ -473,6 +491,11 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--inject-bug") && v) {
 			O.bug = atoi(v);
+			i++;
+		} else if (!strcmp(a, "--mode") && v) {
+			O.mode = fm_mode_parse(v);
+			if (O.mode < 0)
+				usage();
 			i++;
 		} else if (!strcmp(a, "--verbose")) {
 			O.verbose = 1;

@@ -18,6 +18,7 @@
  * Why that proves the property: nothing but the pool file carries state from
  * one process to the other, so equality with the manifest and the mirror shows
  * the state is persistent and complete, not cached in a process.
+ * --mode strict formats the pool in strict mode; the checks are the same.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -332,7 +333,7 @@ int main(int argc, char **argv)
 	argv0 = argv[0];
 	uint64_t seed = 1;
 	long ops = 1500, cycles = 8, op_mismatches = 0;
-	int keep_going = 0, no_creat_dir = 0;
+	int keep_going = 0, no_creat_dir = 0, mode = FERRITE_MODE_SYNC;
 	umask(0);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	for (int i = 1; i < argc; i++) {
@@ -346,6 +347,9 @@ int main(int argc, char **argv)
 			ops = strtol(argv[++i], NULL, 0);
 		else if (!strcmp(argv[i], "--cycles") && i + 1 < argc)
 			cycles = strtol(argv[++i], NULL, 0);
+		else if (!strcmp(argv[i], "--mode") && i + 1 < argc &&
+			 fm_mode_parse(argv[i + 1]) >= 0)
+			mode = fm_mode_parse(argv[++i]);
 		else if (!strcmp(argv[i], "--lenient-errmsg"))
 			fm_errmsg_strict = 0;
 		else if (!strcmp(argv[i], "--no-creat-directory"))
@@ -354,7 +358,7 @@ int main(int argc, char **argv)
 			keep_going = 1; /* per-op mismatches are reported, the test goes on */
 		else {
 			fprintf(stderr, "usage: persist_test [--seed S] [--ops N] [--cycles C] "
-					"[--lenient-errmsg] "
+					"[--mode sync|strict] [--lenient-errmsg] "
 					"[--keep-going] [--no-creat-directory]\n"
 					"       persist_test --verify POOL MANIFEST | "
 					"--expect-busy POOL (used internally)\n");
@@ -368,13 +372,19 @@ int main(int argc, char **argv)
 	snprintf(manifest, sizeof manifest, "%s/manifest", dir);
 	fm_rm_rf(dir);
 	if (mkdir(dir, 0755) < 0 || mkdir(ref, 0755) < 0 ||
-	    fm_ferrite_mkfs(pool, 256ull << 20, why, sizeof why) < 0) {
+	    fm_ferrite_mkfs(pool, 256ull << 20, mode, why, sizeof why) < 0) {
 		fprintf(stderr, "setup: %s\n", why);
+		fm_rm_rf(dir);
+		unlink(pool);
 		return 2;
 	}
 	struct fm_backend *a = fm_ferrite_new(pool), *b = fm_posix_new(ref, 0);
 	if (!a || !b)
 		return 2;
+	if (fm_ferrite_check_mode(a, mode, why, sizeof why) < 0) {
+		fprintf(stderr, "setup: %s\n", why);
+		return 2;
+	}
 	a->chmod(a->ctx, "/", 0755);
 	b->chmod(b->ctx, "/", 0755);
 	a->chown(a->ctx, "/", 0, 0);
@@ -403,9 +413,9 @@ int main(int argc, char **argv)
 					"MISMATCH cycle %ld op %ld: %s\n  ferrite %s\n  posix   "
 					"%s\n  why: %s\n"
 					"  (the same seed and op sequence as `model_test --seed "
-					"%llu --ops %ld --remount %ld`)\n",
+					"%llu --ops %ld --remount %ld --mode %s`)\n",
 					c, i, s, r1, r2, why, (unsigned long long)seed,
-					c * ops + i + 1, ops);
+					c * ops + i + 1, ops, fm_mode_name(mode));
 			}
 			fm_res_free(&ra);
 			fm_res_free(&rb);
@@ -506,9 +516,9 @@ int main(int argc, char **argv)
 			op_mismatches);
 		goto out;
 	}
-	printf(
-	    "persist test passed: %ld remount cycles, cross-process manifest and marker verified\n",
-	    cycles);
+	printf("persist test passed (%s mode): %ld remount cycles, cross-process manifest and "
+	       "marker verified\n",
+	       fm_mode_name(mode), cycles);
 	rc = 0;
 out:
 	if (a)
