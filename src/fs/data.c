@@ -100,9 +100,12 @@ static int back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64
 			continue; /* already backed */
 		add_blocks(tx, ip, 512);
 		if (w < zero_below && !(w >= w0 && w + FR_UNIT_SIZE <= w1)) {
-			for (uint64_t p = 0; p < FR_UNIT_SIZE; p += FR_PAGE_SIZE) {
-				uint64_t pp = phys ? phys + p : ppt_page_tx(tx, part + w + p);
-				pm_zero_nt(sp_ptr(sp, pp), FR_PAGE_SIZE);
+			if (phys) { /* one unit: one bulk store */
+				pm_zero_nt(sp_ptr(sp, phys), FR_UNIT_SIZE);
+			} else {
+				for (uint64_t p = 0; p < FR_UNIT_SIZE; p += FR_PAGE_SIZE)
+					pm_zero_nt(sp_ptr(sp, ppt_page_tx(tx, part + w + p)),
+						   FR_PAGE_SIZE);
 			}
 			tx_mark_fresh(tx);
 		}

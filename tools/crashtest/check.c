@@ -516,8 +516,7 @@ static int fsck_clean(struct judge *j, const char *img, const char *when)
 	return 0;
 }
 
-static uint64_t key_without_free(struct ct_model *m, ferrite_fs *fs, const uint64_t *pnz,
-				 const uint64_t *touched);
+static uint64_t key_without_free(struct ct_model *m, ferrite_fs *fs, const struct ct_pages *pages);
 
 static void mark_touched(void *arg, uint64_t page)
 {
@@ -531,9 +530,10 @@ static void mark_touched(void *arg, uint64_t page)
  * changes). It must recover to what the uninterrupted recovery gave: the same
  * pool contents, free pages aside (key), or at least the same tree (digest). */
 static int check_nested(struct judge *j, struct ct_model *m, const char *path, uint8_t *img,
-			uint64_t img_hash, const uint64_t *pnz, uint64_t *touched, uint64_t key,
+			uint64_t img_hash, const struct ct_pages *pages, uint64_t key,
 			uint64_t digest)
 {
+	uint64_t *touched = pages->touched;
 	int fd = open(path, O_RDWR | O_CLOEXEC);
 	if (fd < 0 || ct_write_pages(fd, img, m->size, touched, NULL) < 0 || close(fd) < 0)
 		return violation(j, "cannot write %s: %s", path, strerror(errno));
@@ -547,7 +547,7 @@ static int check_nested(struct judge *j, struct ct_model *m, const char *path, u
 		return violation(j, "a crash during recovery leaves a pool that does not mount: %s",
 				 ferrite_errmsg());
 	ct_model_stop(m);
-	uint64_t k = key_without_free(m, fm_ferrite_fs(be), pnz, touched);
+	uint64_t k = key_without_free(m, fm_ferrite_fs(be), pages);
 	if (k == key) {
 		/* The same contents as the uninterrupted recovery, which fsck
 		 * already found clean. */
@@ -564,9 +564,10 @@ static int check_nested(struct judge *j, struct ct_model *m, const char *path, u
 }
 
 static int nested(struct judge *j, struct ct_model *m, struct rec_trace *t, uint8_t *post,
-		  const char *img_path, const uint64_t *pnz, uint64_t *touched, uint64_t key,
-		  uint64_t digest, struct ct_stats *st)
+		  const char *img_path, const struct ct_pages *pages, uint64_t key, uint64_t digest,
+		  struct ct_stats *st)
 {
+	uint64_t *touched = pages->touched;
 	const struct ct_run *run = j->run;
 	for (int p = t->npts - 1; p >= 0; p--) {
 		/* Roll the persisted image back to this instant of the recovery. */
@@ -588,14 +589,13 @@ static int nested(struct judge *j, struct ct_model *m, struct rec_trace *t, uint
 			fflush(NULL);
 			pid_t pid = fork();
 			if (pid == 0) {
-				uint64_t h = ct_variant_hash(&rp->pt, &v, post);
+				uint64_t h = ct_variant_hash(&rp->pt, &v, post, NULL);
 				ct_variant_apply(&rp->pt, &v, post, NULL, NULL);
 				snprintf(j->vdesc + strlen(j->vdesc),
 					 sizeof j->vdesc - strlen(j->vdesc),
 					 "; then a crash at fence %d of its recovery (image %llu)",
 					 p, (unsigned long long)vid);
-				_exit(check_nested(j, m, img_path, post, h, pnz, touched, key,
-						   digest));
+				_exit(check_nested(j, m, img_path, post, h, pages, key, digest));
 			}
 			int rc = wait_child(pid, run->timeout_s);
 			__atomic_add_fetch(&st->nested, 1, __ATOMIC_RELAXED);
@@ -618,33 +618,29 @@ static int nested(struct judge *j, struct ct_model *m, struct rec_trace *t, uint
 	return 0;
 }
 
-/* The recovered state's hash with every free page read as zeros: what a free
- * page holds never matters (every page is initialised before it is made
- * reachable), and images that differ only there recover alike. */
-static uint64_t key_without_free(struct ct_model *m, ferrite_fs *fs, const uint64_t *pnz,
-				 const uint64_t *touched)
+/* The recovered state's hash over its allocated pages only: what a free page
+ * holds never matters (every page is initialised before it is made
+ * reachable), and images that differ only there recover alike. A free page
+ * unchanged since recording began still has its base hash. */
+static uint64_t key_without_free(struct ct_model *m, ferrite_fs *fs, const struct ct_pages *pages)
 {
-	static const uint8_t zero[CT_LINE];
-	uint64_t key = m->hash, npages = m->size / FR_PAGE_SIZE;
-	for (uint64_t pg = 0; pg < npages; pg++) {
-		int maybe =
-		    ((pnz[pg / 64] >> (pg % 64)) & 1) ||
-		    ((__atomic_load_n(&touched[pg / 64], __ATOMIC_RELAXED) >> (pg % 64)) & 1);
-		if (!maybe || bud_free_order(&fs->m.sp, NULL, pg) < 0)
+	struct space *sp = &fs->m.sp;
+	uint64_t key = m->hash;
+	for (uint64_t pg = sp->data_page; pg < sp->data_end_page; pg++) {
+		if (bud_free_order(sp, NULL, pg) < 0)
 			continue;
-		for (uint64_t l = pg * (FR_PAGE_SIZE / CT_LINE);
-		     l < (pg + 1) * (FR_PAGE_SIZE / CT_LINE); l++) {
-			const uint8_t *c = m->persisted + l * CT_LINE;
-			if (memcmp(c, zero, CT_LINE))
-				key += ct_line_hash(l, zero) - ct_line_hash(l, c);
-		}
+		int changed =
+		    ((pages->changed[pg / 64] >> (pg % 64)) & 1) ||
+		    ((__atomic_load_n(&pages->touched[pg / 64], __ATOMIC_RELAXED) >> (pg % 64)) &
+		     1);
+		key -= changed ? ct_page_hash(m->persisted, pg) : pages->base_hash[pg];
 	}
 	return key;
 }
 
 int ct_check_image(const struct ct_run *run, uint8_t *image, uint64_t image_size,
 		   uint64_t image_hash, const struct ct_point *pt, const struct ct_variant *v,
-		   uint64_t vid, const char *img_path, const uint64_t *pnz, uint64_t *touched,
+		   uint64_t vid, const char *img_path, const struct ct_pages *pages,
 		   struct ct_stats *st, FILE *report)
 {
 	struct judge j = {run, pt, vid, report, "", 0};
@@ -663,7 +659,7 @@ int ct_check_image(const struct ct_run *run, uint8_t *image, uint64_t image_size
 	m.arg = &trace;
 	m.auto_image = image;
 	m.auto_hash = image_hash;
-	m.touched = touched;
+	m.touched = pages->touched;
 	ct_model_install(&m); /* stays installed: every later store is counted */
 	struct fm_backend *sut = fm_ferrite_new(img_path);
 	if (!sut)
@@ -673,7 +669,7 @@ int ct_check_image(const struct ct_run *run, uint8_t *image, uint64_t image_size
 	if (pending)
 		return violation(&j, "mount returned with %llu lines written but not persisted",
 				 (unsigned long long)pending);
-	uint64_t post = key_without_free(&m, fm_ferrite_fs(sut), pnz, touched);
+	uint64_t post = key_without_free(&m, fm_ferrite_fs(sut), pages);
 
 	/* 2. A recovered state already judged for this instant. */
 	uint64_t key = post + (uint64_t)(2 * (pt->op + 1) + pt->after) * 0x9E3779B97F4A7C15ULL;
@@ -734,7 +730,7 @@ int ct_check_image(const struct ct_run *run, uint8_t *image, uint64_t image_size
 
 	/* 7. Crashes during the recovery (they reuse the image file). */
 	if (trace.npts && run->nested_max > 0) {
-		rc = nested(&j, &m, &trace, image, img_path, pnz, touched, post, digest, st);
+		rc = nested(&j, &m, &trace, image, img_path, pages, post, digest, st);
 		if (rc)
 			return rc;
 	}

@@ -37,7 +37,7 @@ struct ct_unit {
 	uint32_t first; /* index into ct_point.lines */
 	uint32_t nlines;
 	int32_t bulk;
-	uint32_t pad; /* 16 bytes: what follows in a message stays aligned */
+	int32_t tear; /* a large copy, one of the CT_TEAR_UNITS largest: torn too */
 };
 
 /* One crash instant. */
@@ -106,13 +106,18 @@ uint64_t ct_model_pending(struct ct_model *m);
 
 uint64_t ct_line_hash(uint64_t line, const uint8_t *p);
 uint64_t ct_image_hash(const uint8_t *img, uint64_t size);
+/* Hash of the lines of 4 KiB page pg of img. */
+uint64_t ct_page_hash(const uint8_t *img, uint64_t pg);
+/* Per page, the hash of an all-zero page there (computed once per size). */
+const uint64_t *ct_zero_page_hashes(uint64_t npages);
 
 /* ---- crash images of an instant (model.c) ---------------------------------- */
 
 #define CT_ALL_SUBSETS_MAX 12 /* up to 2^12 = 4096 subsets: all of them */
 #define CT_RANDOM_SUBSETS  20
 #define CT_PAIRS_MAX	   4096
-#define CT_TEARS	   7 /* torn variants per large copy */
+#define CT_TEARS	   7  /* torn variants per large copy */
+#define CT_TEAR_UNITS	   16 /* copies torn per instant at most (the largest) */
 
 struct ct_variant {
 	uint8_t *take; /* per unit: 1 = its new content reached PM */
@@ -123,9 +128,12 @@ struct ct_variant {
 uint64_t ct_variant_count(const struct ct_point *pt);
 /* Fills v (take sized nunits) for variant vid, deterministically. */
 void ct_variant_get(const struct ct_point *pt, uint64_t vid, uint64_t seed, struct ct_variant *v);
-/* Hash of the image persisted + variant, from the hash of persisted. */
+/* Per unit, what its new content adds to the image hash. */
+void ct_unit_deltas(const struct ct_point *pt, const uint8_t *persisted, uint64_t *delta);
+/* Hash of the image persisted + variant, from the hash of persisted (delta:
+ * from ct_unit_deltas, or NULL to work it out line by line). */
 uint64_t ct_variant_hash(const struct ct_point *pt, const struct ct_variant *v,
-			 const uint8_t *persisted);
+			 const uint8_t *persisted, const uint64_t *delta);
 /* Applies the variant to img (a copy of persisted); calls mark(page) for
  * each 4 KiB page it changed. */
 void ct_variant_apply(const struct ct_point *pt, const struct ct_variant *v, uint8_t *img,
@@ -196,12 +204,18 @@ int ct_stats_insert(struct ct_stats *s, uint64_t h);
 
 /* Checks one image (in a fresh child). Exit status: 0 sound, 3 violation
  * (explained in report), anything else a crash of the checker itself. */
-/* image: the bytes of img_path (the checker's own copy, which it may change);
- * pnz: pages of image that may be nonzero; touched: a bit per page this
- * checker's stores reach (for the worker, which reuses the file). */
+/* What a checker knows of its image's 4 KiB pages. */
+struct ct_pages {
+	const uint64_t *base_hash; /* per page: hash of its lines when recording began */
+	uint64_t *changed;	   /* bit per page that may differ from then */
+	uint64_t *touched;	   /* bit per page this checker's stores reached (shared
+				    * with the worker, which reuses the image file) */
+};
+
+/* image: the bytes of img_path (the checker's own copy, which it may change). */
 int ct_check_image(const struct ct_run *run, uint8_t *image, uint64_t image_size,
 		   uint64_t image_hash, const struct ct_point *pt, const struct ct_variant *v,
-		   uint64_t vid, const char *img_path, const uint64_t *pnz, uint64_t *touched,
+		   uint64_t vid, const char *img_path, const struct ct_pages *pages,
 		   struct ct_stats *st, FILE *report);
 /* Writes the pages of img set in any of the bitmaps (NULL ends the list is
  * not used: pass b2 = NULL for one). */

@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "ferrite.h"
+#include "fs/fs.h"
 
 struct opts {
 	int modes[2], nmodes;
@@ -69,6 +70,7 @@ struct explore {
 	uint64_t *hashes;
 	size_t cap;
 	uint8_t *take;
+	uint64_t *delta; /* per unit of the instant: ct_unit_deltas */
 	size_t take_cap;
 	int failed; /* the worker pipe broke */
 };
@@ -139,7 +141,9 @@ static void on_point(struct ct_model *m, const struct ct_point *pt, void *arg)
 	if (pt->nunits + 1 > x->take_cap) {
 		x->take_cap = pt->nunits + 1;
 		x->take = realloc(x->take, x->take_cap);
+		x->delta = realloc(x->delta, x->take_cap * sizeof(uint64_t));
 	}
+	ct_unit_deltas(pt, m->persisted, x->delta);
 	uint32_t k = 0;
 	int replay = O.point >= 0;
 	if (replay && (long long)pt->index != O.point)
@@ -149,7 +153,7 @@ static void on_point(struct ct_model *m, const struct ct_point *pt, void *arg)
 			continue;
 		struct ct_variant v = {x->take, -1, 0};
 		ct_variant_get(pt, vid, x->run.seed, &v);
-		uint64_t h = ct_variant_hash(pt, &v, m->persisted);
+		uint64_t h = ct_variant_hash(pt, &v, m->persisted, x->delta);
 		uint64_t key = h + (uint64_t)(2 * (pt->op + 1) + pt->after) * 0x9E3779B97F4A7C15ULL;
 		x->named++;
 		if (!replay && !seen_insert(x, key)) {
@@ -313,6 +317,22 @@ static int fresh_space(const char *workdir, int mode, uint64_t size, uint64_t *f
 	return rc;
 }
 
+/* Fills every free page with a pattern no operation writes: a crash image
+ * that exposes memory nobody initialised then shows it, where zeros would
+ * pass for a hole. (Free memory holds anything on real PM: what a deleted
+ * file left, for one.) */
+static void poison_free_space(ferrite_fs *fs)
+{
+	static uint64_t pattern[FR_PAGE_SIZE / 8];
+	for (size_t i = 0; i < FR_PAGE_SIZE / 8; i++)
+		pattern[i] = 0xF7EEBAD0F7EEBAD0ULL ^ (i * 0x0101010101010101ULL);
+	struct space *sp = &fs->m.sp;
+	for (uint64_t pg = sp->data_page; pg < sp->data_end_page; pg++)
+		if (bud_free_order(sp, NULL, pg) >= 0)
+			pm_copy_nt(sp_ptr(sp, pg << FR_PAGE_SHIFT), pattern, FR_PAGE_SIZE);
+	pm_fence();
+}
+
 static int explore_one(const struct ct_workload *w, int mode, const char *mode_name, int index,
 		       int total, struct result *res)
 {
@@ -354,6 +374,7 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 		fprintf(stderr, "crashtest: cannot prepare the expected states in %s\n", wd);
 		goto out;
 	}
+	ct_zero_page_hashes(run->pool_size / FR_PAGE_SIZE); /* computed once, inherited */
 	x->st = ct_stats_new(1 << 20);
 	x->w = ct_worker_start(run, O.jobs, x->st);
 	if (!x->st || !x->w) {
@@ -399,6 +420,7 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 			goto out_fs;
 		}
 	}
+	poison_free_space(fm_ferrite_fs(be));
 	char base[600];
 	snprintf(base, sizeof base, "%s/base.pool", wd);
 	if (ct_model_record(&x->m, NULL, 0) < 0 || write_base(base, &x->m) < 0 ||
@@ -474,6 +496,7 @@ out:
 	free(x->vids);
 	free(x->hashes);
 	free(x->take);
+	free(x->delta);
 	free(run->state_dir);
 	free(run->lenient);
 	free(ref_ret);

@@ -60,18 +60,44 @@ uint64_t ct_line_hash(uint64_t line, const uint8_t *p)
 	return h;
 }
 
-/* Hash of an all-zero image of nlines lines (computed once per size). */
-static uint64_t zero_image_hash(uint64_t nlines)
+uint64_t ct_page_hash(const uint8_t *img, uint64_t pg)
 {
-	static uint64_t cached_lines, cached;
+	uint64_t h = 0;
+	for (uint64_t l = pg * (FR_PAGE_SIZE / CT_LINE); l < (pg + 1) * (FR_PAGE_SIZE / CT_LINE);
+	     l++)
+		h += ct_line_hash(l, img + l * CT_LINE);
+	return h;
+}
+
+const uint64_t *ct_zero_page_hashes(uint64_t npages)
+{
+	static uint64_t *cached, cached_pages;
 	static const uint8_t zero[CT_LINE];
-	if (cached_lines != nlines) {
-		cached = 0;
-		for (uint64_t l = 0; l < nlines; l++)
-			cached += ct_line_hash(l, zero);
-		cached_lines = nlines;
+	if (cached_pages != npages) {
+		free(cached);
+		cached = malloc(npages * sizeof(uint64_t));
+		if (!cached)
+			abort();
+		for (uint64_t pg = 0; pg < npages; pg++) {
+			uint64_t h = 0;
+			for (uint64_t l = pg * (FR_PAGE_SIZE / CT_LINE);
+			     l < (pg + 1) * (FR_PAGE_SIZE / CT_LINE); l++)
+				h += ct_line_hash(l, zero);
+			cached[pg] = h;
+		}
+		cached_pages = npages;
 	}
 	return cached;
+}
+
+/* Hash of an all-zero image of nlines lines. */
+static uint64_t zero_image_hash(uint64_t nlines)
+{
+	const uint64_t *z = ct_zero_page_hashes(nlines / (FR_PAGE_SIZE / CT_LINE));
+	uint64_t h = 0;
+	for (uint64_t pg = 0; pg < nlines / (FR_PAGE_SIZE / CT_LINE); pg++)
+		h += z[pg];
+	return h;
 }
 
 uint64_t ct_image_hash(const uint8_t *img, uint64_t size)
@@ -177,6 +203,28 @@ struct point_buf {
 
 static struct point_buf pb;
 
+/* Copies of 8 lines (512 bytes) or more may tear; of those, only the
+ * CT_TEAR_UNITS largest of an instant are torn (an instant that zeroes
+ * hundreds of pages one by one would otherwise drown in near-identical
+ * tears). */
+static void mark_tears(struct ct_unit *units, uint32_t n)
+{
+	uint32_t marked = 0;
+	for (uint32_t u = 0; u < n; u++)
+		units[u].tear = 0;
+	while (marked < CT_TEAR_UNITS) {
+		int best = -1;
+		for (uint32_t u = 0; u < n; u++)
+			if (units[u].bulk && !units[u].tear && units[u].nlines >= 8 &&
+			    (best < 0 || units[u].nlines > units[best].nlines))
+				best = (int)u;
+		if (best < 0)
+			break;
+		units[best].tear = 1;
+		marked++;
+	}
+}
+
 static void emit_point(struct ct_model *m, int after)
 {
 	const uint8_t *lv = live(m);
@@ -231,6 +279,7 @@ static void emit_point(struct ct_model *m, int after)
 		       CT_LINE);
 	}
 	free(unit_of);
+	mark_tears(pb.pt.units, nunits);
 	pb.pt.nunits = nunits;
 	pb.pt.nlines = (uint32_t)n;
 	pb.pt.op = m->op;
@@ -418,10 +467,9 @@ static uint64_t mix(uint64_t a, uint64_t b)
 	return z ^ (z >> 31);
 }
 
-/* A copy large enough to be worth tearing: 4 lines (256 bytes) or more. */
-static int tearable(const struct ct_unit *u)
+static int tearable(const struct ct_point *pt, uint32_t u)
 {
-	return u->bulk && u->nlines >= 4;
+	return pt->units[u].tear;
 }
 
 static uint64_t pairs_of(uint64_t p)
@@ -442,7 +490,7 @@ static uint32_t ntearable(const struct ct_point *pt)
 {
 	uint32_t n = 0;
 	for (uint32_t u = 0; u < pt->nunits; u++)
-		n += tearable(&pt->units[u]);
+		n += tearable(pt, u);
 	return n;
 }
 
@@ -460,7 +508,7 @@ void ct_variant_get(const struct ct_point *pt, uint64_t vid, uint64_t seed, stru
 		uint64_t t = vid - nb, which = t / CT_TEARS;
 		v->tear_pattern = (int)(t % CT_TEARS);
 		for (uint32_t u = 0; u < p; u++)
-			if (tearable(&pt->units[u]) && which-- == 0) {
+			if (tearable(pt, u) && which-- == 0) {
 				v->tear_unit = (int)u;
 				break;
 			}
@@ -548,14 +596,32 @@ static int line_changes(const struct ct_point *pt, const struct ct_variant *v, u
 	return v->take[u] || (int)u == v->tear_unit;
 }
 
+void ct_unit_deltas(const struct ct_point *pt, const uint8_t *persisted, uint64_t *delta)
+{
+	for (uint32_t u = 0; u < pt->nunits; u++) {
+		uint64_t d = 0;
+		for (uint32_t i = 0; i < pt->units[u].nlines; i++) {
+			uint32_t at = pt->units[u].first + i;
+			uint64_t l = pt->lines[at];
+			d += ct_line_hash(l, pt->content + (uint64_t)at * CT_LINE) -
+			     ct_line_hash(l, persisted + l * CT_LINE);
+		}
+		delta[u] = d;
+	}
+}
+
 uint64_t ct_variant_hash(const struct ct_point *pt, const struct ct_variant *v,
-			 const uint8_t *persisted)
+			 const uint8_t *persisted, const uint64_t *delta)
 {
 	uint64_t h = pt->hash;
 	uint8_t buf[CT_LINE];
 	for (uint32_t u = 0; u < pt->nunits; u++) {
 		if (!line_changes(pt, v, u))
 			continue;
+		if (delta && (int)u != v->tear_unit) {
+			h += delta[u];
+			continue;
+		}
 		for (uint32_t i = 0; i < pt->units[u].nlines; i++) {
 			uint64_t l = pt->lines[pt->units[u].first + i];
 			const uint8_t *old = persisted + l * CT_LINE;

@@ -111,7 +111,9 @@ struct wstate {
 	int jobs;
 	uint8_t *persisted; /* shared mapping of memfd */
 	int memfd;
-	uint64_t *pnz; /* 4 KiB pages of persisted that may hold anything but zeros */
+	uint64_t *base_hash; /* per page, its hash when recording began */
+	uint64_t *changed;   /* pages changed since */
+	uint64_t *pnz;	     /* 4 KiB pages of persisted that may hold anything but zeros */
 	uint64_t size;
 	struct slot *slots;
 	int busy;
@@ -299,6 +301,7 @@ static void run_checker(struct wstate *ws, struct slot *s, const struct ct_point
 	ct_variant_get(pt, vid, run->seed, &v);
 	ct_variant_apply(pt, &v, ws->persisted, mark_page, vpages);
 	ct_variant_mark(pt, &v, mark_page, ws->pnz);
+	ct_variant_mark(pt, &v, mark_page, ws->changed);
 	if (write_image(s, ws->persisted, ws->pnz, vpages, ws->size) < 0) {
 		fprintf(stderr, "crashtest: cannot write the image %s: %s\n", img, strerror(errno));
 		_exit(2);
@@ -308,8 +311,9 @@ static void run_checker(struct wstate *ws, struct slot *s, const struct ct_point
 			(unsigned long long)pt->index);
 		_exit(2);
 	}
-	int rc = ct_check_image(run, ws->persisted, ws->size, hash, pt, &v, vid, img, ws->pnz,
-				s->touched, ws->st, stderr);
+	struct ct_pages pages = {ws->base_hash, ws->changed, s->touched};
+	int rc = ct_check_image(run, ws->persisted, ws->size, hash, pt, &v, vid, img, &pages,
+				ws->st, stderr);
 	if (run->keep)
 		fprintf(stderr, "  image kept: %s\n", img);
 	fflush(NULL);
@@ -359,7 +363,10 @@ static int worker_main(const struct ct_run *run, int jobs, struct ct_stats *st, 
 		return 2;
 	ws.pnz = calloc(ws.size / FR_PAGE_SIZE / 64 + 1, sizeof(uint64_t));
 	ws.slots = calloc((size_t)jobs, sizeof(*ws.slots));
-	if (!ws.pnz || !ws.slots)
+	uint64_t npages = ws.size / FR_PAGE_SIZE;
+	ws.base_hash = malloc(npages * sizeof(uint64_t));
+	ws.changed = calloc(npages / 64 + 1, sizeof(uint64_t));
+	if (!ws.pnz || !ws.slots || !ws.base_hash || !ws.changed)
 		return 2;
 	uint64_t words = ws.size / FR_PAGE_SIZE / 64 + 1;
 	for (int k = 0; k < jobs; k++) {
@@ -400,6 +407,12 @@ static int worker_main(const struct ct_run *run, int jobs, struct ct_stats *st, 
 				fprintf(stderr, "crashtest: cannot read the base image %s\n", path);
 				return 2;
 			}
+			const uint64_t *zero = ct_zero_page_hashes(npages);
+			for (uint64_t pg = 0; pg < npages; pg++)
+				ws.base_hash[pg] = page_set(ws.pnz, pg)
+						       ? ct_page_hash(ws.persisted, pg)
+						       : zero[pg];
+			memset(ws.changed, 0, (npages / 64 + 1) * sizeof(uint64_t));
 			continue;
 		}
 		if (h.type == MSG_PERSIST) {
@@ -411,6 +424,7 @@ static int worker_main(const struct ct_run *run, int jobs, struct ct_stats *st, 
 				memcpy(ws.persisted + line * CT_LINE, buf + off + 8, CT_LINE);
 				uint64_t pg = line * CT_LINE / FR_PAGE_SIZE;
 				mark_page(ws.pnz, pg);
+				mark_page(ws.changed, pg);
 				for (int k = 0; k < jobs; k++)
 					mark_page(ws.slots[k].stale, pg);
 			}

@@ -5,8 +5,10 @@
  * The small tree has a few files and directories; the populated tree adds a
  * large (hashed) directory, files of every partition size up to one about to
  * be upgraded by copying (L2 -> L3) and one about to be upgraded by remapping
- * (L3 -> L4), a 5 MiB file spanning several 2 MiB windows, a sparse file, a
- * symlink, a hard link, and an unlinked file still held open (an orphan).
+ * (L3 -> L4), a 5 MiB file spanning several 2 MiB windows, a sparse file with
+ * holes below its end, a symlink, a hard link, and an unlinked file still
+ * held open (an orphan). Before recording, every free page is filled with a
+ * pattern (main.c), so an image that exposes uninitialised memory shows it.
  * Descriptor slots stay open across the explored operations:
  *   0 /f0 O_RDWR   1 /f1 O_RDWR   2 /f2 O_APPEND   3 /f3 O_APPEND
  *   4 /f4 O_RDWR   5 /h O_RDWR    6 the orphan     7 free (creates)
@@ -171,8 +173,9 @@ int ct_setup_ops(int tree, struct fm_op **ops)
 		o_write(ops, &n, 3, 2 * MiB - 4 * KiB, 0);
 		o_open(ops, &n, 4, "/f4", O_CREAT | O_RDWR, 0644);
 		o_write(ops, &n, 4, 5 * MiB, 0);
+		/* Sparse: its first two 2 MiB windows are holes below EOF. */
 		o_open(ops, &n, 5, "/h", O_CREAT | O_RDWR, 0644);
-		o_pwrite(ops, &n, 5, 900 * KiB, 124 * KiB, 0);
+		o_pwrite(ops, &n, 5, 5 * MiB, 124 * KiB, 0);
 		o_path(ops, &n, FM_SYMLINK, "f0", "/l");
 		o_path(ops, &n, FM_LINK, "/f1", "/hl");
 	}
@@ -343,8 +346,18 @@ T(t_append_swap)
 }
 T(t_pwrite_hole)
 {
+	/* Into a hole below EOF: a new window backs it. */
+	o_pwrite(o, n, 5, 1 * MiB + 100 + 4096 * i, 8192, 0);
+}
+T(t_pwrite_hole_window)
+{
 	(void)i;
-	o_pwrite(o, n, 5, 1536 * KiB, 4096, 0);
+	o_pwrite(o, n, 5, 2 * MiB, 2 * MiB, 0);
+}
+T(t_pwrite_past_eof)
+{
+	(void)i;
+	o_pwrite(o, n, 5, 6 * MiB + 300, 4096, 0);
 }
 T(t_fallocate)
 {
@@ -419,6 +432,8 @@ static const struct tmpl tmpls[] = {
     {"append-upgrade", 1, 0, t_append_upgrade},
     {"append-swap", 1, 0, t_append_swap},
     {"pwrite-hole", 1, 0, t_pwrite_hole},
+    {"pwrite-hole-window", 1, 0, t_pwrite_hole_window},
+    {"pwrite-past-eof", 1, 0, t_pwrite_past_eof},
     {"fallocate", 0, 0, t_fallocate},
     {"fallocate-keep", 0, 0, t_fallocate_keep},
     {"punch", 1, 0, t_punch},
