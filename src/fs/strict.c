@@ -143,6 +143,7 @@ static int direct_write(struct sw *w, uint64_t a, uint64_t b)
 		}
 		a += n;
 	}
+	tx_mark_fresh(w->tx); /* the entry must not reach PM before these bytes */
 	return 0;
 }
 

@@ -180,6 +180,12 @@ static void on_point(struct ct_model *m, const struct ct_point *pt, void *arg)
 		printf("  instant %llu (%s op %d): %u units, %u lines, %llu images, %u new\n",
 		       (unsigned long long)pt->index, pt->after ? "after" : "in", pt->op,
 		       pt->nunits, pt->nlines, (unsigned long long)n, k);
+	if (O.verbose > 1) /* where the pending stores went, to find their writer */
+		for (uint32_t u = 0; u < pt->nunits; u++)
+			printf("    unit %u: %u line(s) from pool offset 0x%llx%s\n", u,
+			       pt->units[u].nlines,
+			       (unsigned long long)pt->lines[pt->units[u].first] * CT_LINE,
+			       pt->units[u].bulk ? " (one copy)" : "");
 	if (!k || O.dry)
 		return;
 	x->sent += k;
@@ -538,7 +544,8 @@ static void usage(FILE *f)
 		"      --json FILE      write the results as JSON\n"
 		"      --dry-run        name and count the images, check none\n"
 		"      --workdir DIR    scratch space (default /dev/shm)\n"
-		"  -v, --verbose / -q, --quiet / --list / -h, --help\n"
+		"  -v, --verbose (twice: where each instant's pending stores lie) / -q, --quiet /\n"
+		"      --list / -h, --help\n"
 		"Exit status: 0 no violation, 1 violations, 2 usage or set-up error.\n");
 }
 
@@ -663,7 +670,7 @@ int main(int argc, char **argv)
 		} else if (!strcmp(a, "--dry-run")) {
 			O.dry = 1;
 		} else if (!strcmp(a, "--verbose") || !strcmp(a, "-v")) {
-			O.verbose = 1;
+			O.verbose++;
 		} else if (!strcmp(a, "--quiet") || !strcmp(a, "-q")) {
 			O.quiet = 1;
 		} else if (!strcmp(a, "--list")) {
