@@ -232,6 +232,12 @@ int dp_back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t o
 	return back_range(fs, tx, ip, off, len, zero_below, w0, w1);
 }
 
+uint64_t dp_unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t from,
+			 uint64_t to)
+{
+	return unback_range(fs, tx, ip, from, to);
+}
+
 int dp_grow_partition(ferrite_fs *fs, struct fr_inode *ip, uint64_t end)
 {
 	int level = ip->i_level, need = sp_level_for(end);
@@ -664,7 +670,13 @@ int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t 
 	int rc = 0;
 	uint64_t size = ip->i_size;
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
-		rc = punch(fs, ip, off, end);
+		/* Strict mode: one entry, so a crash shows all or none of the
+		 * punch; too large for one, it goes step by step as in sync. */
+		rc = fs->strict && off < size ? dp_strict_punch(fs, ip, off, FR_MIN(end, size)) : 1;
+		if (rc == 1)
+			rc = punch(fs, ip, off, end);
+		else
+			goto out;
 		if (!rc) {
 			stamp(ip, T_MTIME | T_CTIME);
 			pm_flush(&ip->i_size, 64);

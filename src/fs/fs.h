@@ -244,6 +244,10 @@ int dp_prepare(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off,
  * write in place with the sync path" (a mapped file, see strict.c). */
 ssize_t dp_strict_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovcnt,
 			uint64_t off, size_t len, int *in_place);
+/* Strict mode: punches [off, end) (end <= size) in one log entry, times
+ * included. 1: not done, it needs more than one entry or would move mapped
+ * pages (the caller punches step by step); 0 or -errno. */
+int dp_strict_punch(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end);
 /* Tests only: called at each step of a strict write's commit (the test
  * stops the process there and checks recovery). NULL in normal use. */
 enum { DP_STRICT_STAGED, DP_STRICT_COMMITTED, DP_STRICT_APPLIED, DP_STRICT_RETIRED };
@@ -253,6 +257,10 @@ extern void (*dp_strict_hook)(int step);
 int dp_grow_partition(ferrite_fs *fs, struct fr_inode *ip, uint64_t end);
 int dp_back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off, uint64_t len,
 		  uint64_t zero_below, uint64_t w0, uint64_t w1);
+/* Releases the backing of whole pages/windows in [from, to) in tx; returns
+ * the offset it reached (to, unless the transaction filled up). */
+uint64_t dp_unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t from,
+			 uint64_t to);
 /* Pool offset of the page holding byte off of the inode's data, 0 if none. */
 uint64_t dp_phys(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off);
 /* Stages the release of all data of an inode (must fit one transaction). */

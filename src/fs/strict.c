@@ -63,12 +63,14 @@ static inline void strict_step(int step)
 		dp_strict_hook(step);
 }
 
-/* The bytes of the write, addressed by file offset. */
+/* The bytes of the write, addressed by file offset (no iov: zeros, a punch). */
 struct wsrc {
 	const struct iovec *iov;
 	int iovcnt;
 	uint64_t off; /* file offset of the first byte */
 };
+
+static const char zero_page[FR_PAGE_SIZE];
 
 /* Where the byte at file offset x comes from, and how many follow it. */
 static const char *src_at(const struct wsrc *s, uint64_t x, size_t *avail)
@@ -92,8 +94,8 @@ enum { TO_PM, TO_DRAM, TO_TX };
 static void src_copy(const struct wsrc *s, int to, struct tx *tx, char *dst, uint64_t x, uint64_t n)
 {
 	while (n) {
-		size_t avail;
-		const char *p = src_at(s, x, &avail);
+		size_t avail = FR_PAGE_SIZE;
+		const char *p = s->iov ? src_at(s, x, &avail) : zero_page;
 		if (!p)
 			return;
 		size_t k = (size_t)FR_MIN((uint64_t)avail, n);
@@ -116,6 +118,7 @@ struct sw {
 	const struct wsrc *src;
 	uint64_t part, off, end, size;
 	int small;
+	int punch; /* zeros: whole windows of a large file become holes */
 	uint64_t page_of[512];
 	uint64_t old_of[512];
 	char buf[FR_PAGE_SIZE];
@@ -243,11 +246,22 @@ static ssize_t strict_try(ferrite_fs *fs, struct sw *w, int how)
 		return -ENOMEM;
 	struct tx *tx = w->tx = lc->tx;
 	struct fr_inode *ip = w->ip;
-	int rc = dp_back_range(fs, tx, ip, w->off, w->end - w->off, w->size, w->off, w->end);
+	int rc = w->punch
+		     ? 0
+		     : dp_back_range(fs, tx, ip, w->off, w->end - w->off, w->size, w->off, w->end);
 	for (uint64_t ws = FR_ALIGN_DOWN(w->off, FR_UNIT_SIZE); !rc && ws < w->end;
 	     ws += FR_UNIT_SIZE) {
 		uint64_t r0, r1, wend = FR_MIN(w->end, ws + FR_UNIT_SIZE);
 		uint64_t a = FR_MAX(w->off, ws);
+		if (w->punch && !w->small) {
+			if (ppt_window_tx(tx, w->part + ws) == PPT_NONE)
+				continue; /* a hole already */
+			if (a == ws && wend == ws + FR_UNIT_SIZE) {
+				if (dp_unback_range(fs, tx, ip, ws, wend) < wend)
+					rc = -E2BIG;
+				continue;
+			}
+		}
 		old_run(w, ws, &r0, &r1);
 		if (r0 == r1) {
 			rc = direct_write(w, a, wend);
@@ -306,6 +320,8 @@ static uint64_t old_bytes(struct sw *w)
 	uint64_t total = 0;
 	for (uint64_t ws = FR_ALIGN_DOWN(w->off, FR_UNIT_SIZE); ws < w->end; ws += FR_UNIT_SIZE) {
 		uint64_t r0, r1;
+		if (w->punch && !w->small && w->off <= ws && ws + FR_UNIT_SIZE <= w->end)
+			continue; /* released, not copied */
 		old_run(w, ws, &r0, &r1);
 		if (r0 < r1)
 			total += FR_MIN(r1, w->end) - FR_MAX(r0, w->off);
@@ -361,4 +377,30 @@ ssize_t dp_strict_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, i
 	}
 	free(w);
 	return n;
+}
+
+int dp_strict_punch(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end)
+{
+	struct wsrc zeros = {NULL, 0, off};
+	struct sw *w = malloc(sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	*w = (struct sw){.fs = fs,
+			 .ip = ip,
+			 .src = &zeros,
+			 .part = ip->i_part,
+			 .off = off,
+			 .end = end,
+			 .size = ip->i_size,
+			 .punch = 1};
+	w->small = ip->i_level < SP_L3;
+	uint64_t ino = ino_of(fs, ip);
+	int how = old_bytes(w) <= fs->strict_redo_max ? HOW_REDO : HOW_SWAP;
+	ssize_t n = -E2BIG;
+	if (how == HOW_REDO)
+		n = strict_try(fs, w, HOW_REDO);
+	if (n == -E2BIG && !vn_mapped(fs, ino)) /* pages under a mapping never move */
+		n = strict_try(fs, w, HOW_SWAP);
+	free(w);
+	return n == -E2BIG ? 1 : n < 0 ? (int)n : 0;
 }

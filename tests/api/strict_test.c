@@ -282,6 +282,61 @@ static int holes(void)
 	return 0;
 }
 
+static int mf_punch(struct mfile *f, uint64_t off, uint64_t len)
+{
+	FT_OK(ferrite_fallocate(f->fs, f->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+				(off_t)off, (off_t)len));
+	if (off < f->size)
+		memset(f->want + off, 0, (off + len < f->size ? off + len : f->size) - off);
+	return 0;
+}
+
+/* Punches in one entry (redo copy and swap of the edges, whole windows
+ * released) and the step-by-step fallback: the bytes, the holes and the
+ * blocks come out as in sync mode. */
+static int punch(void)
+{
+	ferrite_fs *fs;
+	const char *p;
+	struct stat st;
+	FT_RUN(mkpool("punch", 256 * MIB, FERRITE_MODE_STRICT, &fs, &p));
+	struct mfile s = {0}, f = {0};
+	FT_RUN(mf_open(&s, fs, "/small", 256 * 1024));
+	FT_RUN(mf_write(&s, 0, 200 * 1024, 1, 1));
+	FT_RUN(mf_punch(&s, 100, 3000));		/* redo copy */
+	FT_RUN(mf_punch(&s, 10 * 1024 + 7, 90 * 1024)); /* swapped pages */
+	FT_RUN(mf_punch(&s, 190 * 1024, 1 * MIB));	/* past EOF: clipped */
+	FT_RUN(mf_check(&s));
+	FT_OK(ferrite_fstat(fs, s.fd, &st));
+	FT_EQ(st.st_blocks, 200 * 1024 / 512); /* small files keep their pages */
+
+	FT_RUN(mf_open(&f, fs, "/large", 120 * MIB));
+	FT_RUN(mf_write(&f, 0, 120 * MIB, 2, 1));
+	FT_RUN(mf_punch(&f, 1 * MIB + 100, 3 * MIB + 10 * 1024)); /* edges + a window */
+	FT_RUN(mf_punch(&f, 9 * MIB, 12 * 1024));		  /* inside a window */
+	FT_RUN(mf_punch(&f, 10 * MIB + 1, 100 * MIB));		  /* 49 whole windows */
+	FT_RUN(mf_check(&f));
+	FT_EQ(ferrite_lseek(fs, f.fd, 0, SEEK_HOLE), 2 * MIB);
+	FT_EQ(ferrite_lseek(fs, f.fd, 2 * MIB, SEEK_DATA), 4 * MIB);
+	FT_EQ(ferrite_lseek(fs, f.fd, 11 * MIB, SEEK_DATA), 11 * MIB); /* a zeroed edge */
+	FT_EQ(ferrite_lseek(fs, f.fd, 12 * MIB, SEEK_DATA), 110 * MIB);
+	FT_OK(ferrite_fstat(fs, f.fd, &st));
+	FT_EQ(st.st_blocks, (120 - 2 - 98) * MIB / 512);
+	mf_close(&s);
+	mf_close(&f);
+	FT_UNMOUNT_CLEAN(&fs, p);
+	/* What was punched stays punched. */
+	FT_OK(ferrite_mount(p, NULL, &fs));
+	int fd = FT_OK(ferrite_open(fs, "/large", O_RDONLY, 0));
+	char b[16];
+	FT_EQ(ferrite_pread(fs, fd, b, sizeof b, 50 * MIB), (ssize_t)sizeof b);
+	for (size_t i = 0; i < sizeof b; i++)
+		FT_EQ(b[i], 0);
+	ferrite_close(fs, fd);
+	FT_UNMOUNT_CLEAN(&fs, p);
+	return 0;
+}
+
 /* A write larger than the log could ever carry, across many windows. */
 static int long_write(void)
 {
@@ -401,6 +456,7 @@ static const struct ft_case cases[] = {
     {"default_cutover", default_cutover, 0},
     {"holes", holes, 0},
     {"long_write", long_write, 0},
+    {"punch", punch, 0},
     {"mapped", mapped, 0},
     {"enospc", enospc, 0},
     {"override", override, 0},

@@ -374,6 +374,14 @@ T(t_punch)
 	(void)i;
 	o_fallocate(o, n, 4, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 * MiB, 2 * MiB);
 }
+T(t_punch_edges)
+{
+	/* A partial window on each side of a whole one: zeroed (by swap and
+	 * by redo copy in strict mode) and released in the same call. */
+	(void)i;
+	o_fallocate(o, n, 4, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1 * MiB + 100,
+		    3 * MiB + 10 * KiB);
+}
 T(t_punch_small)
 {
 	(void)i;
@@ -437,6 +445,7 @@ static const struct tmpl tmpls[] = {
     {"fallocate", 0, 0, t_fallocate},
     {"fallocate-keep", 0, 0, t_fallocate_keep},
     {"punch", 1, 0, t_punch},
+    {"punch-edges", 1, 0, t_punch_edges},
     {"punch-small", 0, 0, t_punch_small},
     {"chmod", 0, 0, t_chmod},
     {"chown", 0, 0, t_chown},
