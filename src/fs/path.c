@@ -149,11 +149,6 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 		while (*p && *p != '/')
 			p++;
 		size_t len = (size_t)(p - comp);
-		if (len > FS_NAME_MAX) {
-			rc = fr_err(-ENAMETOOLONG, "path component longer than %d bytes",
-				    FS_NAME_MAX);
-			break;
-		}
 		const char *rest = p;
 		while (*rest == '/')
 			rest++;
@@ -167,6 +162,13 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 		rc = perm_check(cred, NULL, dp, 1);
 		if (rc)
 			break;
+		if (len > FS_NAME_MAX) {
+			/* As Linux: only a name looked up in a directory we may
+			 * search is too long (ENOTDIR and EACCES come first). */
+			rc = fr_err(-ENAMETOOLONG, "path component longer than %d bytes",
+				    FS_NAME_MAX);
+			break;
+		}
 		uint64_t child = 0;
 		int keep = last && (flags & LOOKUP_PARENT) && (flags & LOOKUP_LOCK_PARENT);
 		rc = lookup_locked(fs, cur, comp, len, &child, keep);

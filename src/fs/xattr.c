@@ -445,6 +445,11 @@ ssize_t ferrite_getxattrat(ferrite_fs *fs, int dirfd, const char *path, int flag
 int ferrite_setxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
 		       const void *value, size_t size, int xattr_flags)
 {
+	/* Linux checks the flags and the value before it walks the path. */
+	if (xattr_flags & ~(FERRITE_XATTR_CREATE | FERRITE_XATTR_REPLACE))
+		return api_end(-EINVAL);
+	if (size > FERRITE_XATTR_SIZE_MAX)
+		return api_end(fr_err(-E2BIG, "attribute values are limited to 64 KiB"));
 	int tmp, fd = at_open(fs, dirfd, path, flags, &tmp);
 	if (fd < 0)
 		return fd;
