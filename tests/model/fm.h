@@ -91,6 +91,14 @@ struct fm_backend {
 	/* Lists the directory of an open stream without disturbing it (reference
 	 * backend only; NULL elsewhere). *n entries without "." and "..". */
 	int (*dsnap)(void *h, struct fm_dent **e, int *n);
+	/* Extended attributes. set/remove follow a final symlink (setxattr,
+	 * removexattr); get/list act on it (lgetxattr, llistxattr), for the tree
+	 * comparison. NULL: the backend has none (-EOPNOTSUPP). */
+	int (*setxattr)(void *c, const char *p, const char *name, const void *v, size_t n,
+			int flags);
+	int (*removexattr)(void *c, const char *p, const char *name);
+	ssize_t (*lgetxattr)(void *c, const char *p, const char *name, void *v, size_t n);
+	ssize_t (*llistxattr)(void *c, const char *p, char *list, size_t n);
 	/* Explanation of this thread's last failure, or NULL if the backend has none. */
 	const char *(*lasterr)(void *c);
 	/* Forgets the last message; fm_exec calls it before each op so that the
@@ -164,6 +172,8 @@ enum fm_kind {
 	FM_DS_OPEN, /* a directory stream kept open across other operations */
 	FM_DS_READ,
 	FM_DS_CLOSE,
+	FM_SETXATTR,	/* p1 path, p2 name, len/dseed the value, flags XATTR_CREATE/REPLACE */
+	FM_REMOVEXATTR, /* p1 path, p2 name */
 	FM_NKINDS
 };
 

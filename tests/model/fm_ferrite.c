@@ -12,6 +12,7 @@
 #include "fm.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -176,6 +177,26 @@ static int f_futimens(void *c, int fd, const struct timespec *ts)
 	return (int)note(ferrite_futimens(FS(c), fd, ts));
 }
 
+static int f_setxattr(void *c, const char *p, const char *name, const void *v, size_t n, int flags)
+{
+	return (int)note(ferrite_setxattrat(FS(c), FERRITE_AT_ROOT, p, 0, name, v, n, flags));
+}
+
+static int f_removexattr(void *c, const char *p, const char *name)
+{
+	return (int)note(ferrite_removexattrat(FS(c), FERRITE_AT_ROOT, p, 0, name));
+}
+
+static ssize_t f_lgetxattr(void *c, const char *p, const char *name, void *v, size_t n)
+{
+	return note(ferrite_getxattrat(FS(c), FERRITE_AT_ROOT, p, AT_SYMLINK_NOFOLLOW, name, v, n));
+}
+
+static ssize_t f_llistxattr(void *c, const char *p, char *list, size_t n)
+{
+	return note(ferrite_listxattrat(FS(c), FERRITE_AT_ROOT, p, AT_SYMLINK_NOFOLLOW, list, n));
+}
+
 static int f_access(void *c, const char *p, int mode)
 {
 	return (int)note(ferrite_access(FS(c), p, mode));
@@ -309,6 +330,10 @@ struct fm_backend *fm_ferrite_new(const char *pool)
 	be->lstat = f_lstat;
 	be->fstat = f_fstat;
 	be->chmod = f_chmod;
+	be->setxattr = f_setxattr;
+	be->removexattr = f_removexattr;
+	be->lgetxattr = f_lgetxattr;
+	be->llistxattr = f_llistxattr;
 	be->fchmod = f_fchmod;
 	be->chown = f_chown;
 	be->lchown = f_lchown;

@@ -85,6 +85,8 @@ static const struct kind_info kinds[FM_NKINDS] = {
     [FM_DS_OPEN] = {"opendir_stream", 0, 5, 0},
     [FM_DS_READ] = {"readdir_stream", 0, 12, 0},
     [FM_DS_CLOSE] = {"closedir_stream", 0, 4, 0},
+    [FM_SETXATTR] = {"setxattr", 1, 10, 0},
+    [FM_REMOVEXATTR] = {"removexattr", 1, 5, 0},
 };
 
 const char *fm_kind_name(int kind)
@@ -456,6 +458,31 @@ void fm_gen_next(struct fm_gen *g, struct fm_op *op)
 			op->len = 1;
 		break;
 	}
+	case FM_SETXATTR:
+	case FM_REMOVEXATTR: {
+		/* Ferrite keeps user.* and trusted.* (documented); "user." alone
+		 * is invalid on Linux. */
+		static const char *const names[] = {
+		    "user.a",	 "user.b",    "user.long_attribute_name",
+		    "trusted.t", "trusted.u", "user."};
+		gen_path(g, op->p1, P_ANY);
+		uint64_t w = fm_below(r, 100);
+		snprintf(op->p2, FM_PATH, "%s",
+			 names[w < 40	? 0
+			       : w < 70 ? 1
+			       : w < 85 ? 2
+			       : w < 93 ? 3
+			       : w < 98 ? 4
+					: 5]);
+		w = fm_below(r, 100);
+		op->len = w < 10   ? 0
+			  : w < 80 ? fm_range(r, 1, 200)
+			  : w < 97 ? fm_range(r, 200, 5000)
+				   : 70000;
+		w = fm_below(r, 100);
+		op->flags = w < 70 ? 0 : w < 85 ? 1 /* XATTR_CREATE */ : 2 /* XATTR_REPLACE */;
+		break;
+	}
 	case FM_STAT:
 	case FM_LSTAT:
 	case FM_ACCESS:
@@ -690,6 +717,13 @@ void fm_op_str(const struct fm_op *op, char *out, size_t n)
 	case FM_CHMOD:
 	case FM_MKDIR:
 		snprintf(out, n, "%s(\"%s\", 0%o)", nm, p1, op->mode);
+		break;
+	case FM_SETXATTR:
+		snprintf(out, n, "setxattr(\"%s\", \"%s\", len %lld, data %llx, flags %d)", p1,
+			 op->p2, (long long)op->len, (unsigned long long)op->dseed, op->flags);
+		break;
+	case FM_REMOVEXATTR:
+		snprintf(out, n, "removexattr(\"%s\", \"%s\")", p1, op->p2);
 		break;
 	case FM_FCHMOD:
 		snprintf(out, n, "fchmod(slot %d, 0%o)", op->slot, op->mode);
@@ -1431,6 +1465,19 @@ void fm_exec(struct fm_side *s, const struct fm_op *op, struct fm_res *res)
 		break;
 	case FM_CHMOD:
 		res->ret = be->chmod(c, op->p1, op->mode);
+		after_path(s, op->p1, 1, res, 0);
+		break;
+	case FM_SETXATTR: {
+		uint8_t *v = malloc(len ? len : 1);
+		fm_fill(v, len, op->dseed);
+		res->ret =
+		    be->setxattr ? be->setxattr(c, op->p1, op->p2, v, len, op->flags) : -EOPNOTSUPP;
+		free(v);
+		after_path(s, op->p1, 1, res, 0);
+		break;
+	}
+	case FM_REMOVEXATTR:
+		res->ret = be->removexattr ? be->removexattr(c, op->p1, op->p2) : -EOPNOTSUPP;
 		after_path(s, op->p1, 1, res, 0);
 		break;
 	case FM_FCHMOD:

@@ -32,6 +32,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <unistd.h>
 
 struct pctx {
@@ -254,6 +255,58 @@ static int p_chmod(void *cv, const char *p, mode_t m)
 		return fd;
 	procpath(pp, sizeof pp, fd);
 	int r = NEG(chmod(pp, m));
+	close(fd);
+	return r;
+}
+
+/* xattrs by the descriptor's /proc path: a magic link resolves to the file
+ * itself, so a final symlink is followed only if the walk followed it. */
+static int p_setxattr(void *cv, const char *p, const char *name, const void *v, size_t n, int flags)
+{
+	char pp[64];
+	if (n > 65536)
+		return -E2BIG; /* Linux copies the value in before it walks the path */
+	int fd = rslv(cv, p, O_PATH);
+	if (fd < 0)
+		return fd;
+	procpath(pp, sizeof pp, fd);
+	int r = NEG(setxattr(pp, name, v, n, flags));
+	close(fd);
+	return r;
+}
+
+static int p_removexattr(void *cv, const char *p, const char *name)
+{
+	char pp[64];
+	int fd = rslv(cv, p, O_PATH);
+	if (fd < 0)
+		return fd;
+	procpath(pp, sizeof pp, fd);
+	int r = NEG(removexattr(pp, name));
+	close(fd);
+	return r;
+}
+
+static ssize_t p_lgetxattr(void *cv, const char *p, const char *name, void *v, size_t n)
+{
+	char pp[64];
+	int fd = rslv(cv, p, O_PATH | O_NOFOLLOW);
+	if (fd < 0)
+		return fd;
+	procpath(pp, sizeof pp, fd);
+	ssize_t r = NEG(getxattr(pp, name, v, n));
+	close(fd);
+	return r;
+}
+
+static ssize_t p_llistxattr(void *cv, const char *p, char *list, size_t n)
+{
+	char pp[64];
+	int fd = rslv(cv, p, O_PATH | O_NOFOLLOW);
+	if (fd < 0)
+		return fd;
+	procpath(pp, sizeof pp, fd);
+	ssize_t r = NEG(listxattr(pp, list, n));
 	close(fd);
 	return r;
 }
@@ -558,6 +611,10 @@ struct fm_backend *fm_posix_new(const char *root, int inject_bug)
 	be->lstat = p_lstat;
 	be->fstat = p_fstat;
 	be->chmod = p_chmod;
+	be->setxattr = p_setxattr;
+	be->removexattr = p_removexattr;
+	be->lgetxattr = p_lgetxattr;
+	be->llistxattr = p_llistxattr;
 	be->fchmod = p_fchmod;
 	be->chown = p_chown;
 	be->lchown = p_lchown;
@@ -637,6 +694,30 @@ static int k_chmod(void *cv, const char *p, mode_t m)
 {
 	FULL(f, p);
 	return (int)NEG(chmod(f, m));
+}
+
+static int k_setxattr(void *cv, const char *p, const char *name, const void *v, size_t n, int flags)
+{
+	FULL(f, p);
+	return (int)NEG(setxattr(f, name, v, n, flags));
+}
+
+static int k_removexattr(void *cv, const char *p, const char *name)
+{
+	FULL(f, p);
+	return (int)NEG(removexattr(f, name));
+}
+
+static ssize_t k_lgetxattr(void *cv, const char *p, const char *name, void *v, size_t n)
+{
+	FULL(f, p);
+	return NEG(lgetxattr(f, name, v, n));
+}
+
+static ssize_t k_llistxattr(void *cv, const char *p, char *list, size_t n)
+{
+	FULL(f, p);
+	return NEG(llistxattr(f, list, n));
 }
 
 static int k_chown(void *cv, const char *p, uid_t u, gid_t g)
@@ -730,6 +811,10 @@ struct fm_backend *fm_posix_plain_new(const char *root)
 	be->stat = k_stat;
 	be->lstat = k_lstat;
 	be->chmod = k_chmod;
+	be->setxattr = k_setxattr;
+	be->removexattr = k_removexattr;
+	be->lgetxattr = k_lgetxattr;
+	be->llistxattr = k_llistxattr;
 	be->chown = k_chown;
 	be->lchown = k_lchown;
 	be->utimens = k_utimens;

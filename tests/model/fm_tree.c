@@ -198,6 +198,83 @@ out:
 	return rc;
 }
 
+/* The user.* and trusted.* attributes of path (not following a final
+ * symlink), sorted: "name\0<len><value>" records in *out. 1 if the backend
+ * has no attributes to compare, 0, or -errno. */
+#define FM_XATTR_VALUE_MAX 65536
+
+static int xattr_image(struct fm_backend *be, const char *path, char **out, size_t *outlen)
+{
+	*out = NULL;
+	*outlen = 0;
+	if (!be->llistxattr || !be->lgetxattr)
+		return 1;
+	char list[65536];
+	ssize_t n = be->llistxattr(be->ctx, path, list, sizeof list);
+	if (n < 0)
+		return n == -EOPNOTSUPP || n == -ENOTSUP ? 1 : (int)n;
+	const char *names[1024];
+	int k = 0;
+	for (ssize_t i = 0; i < n && k < 1024; i += (ssize_t)strlen(list + i) + 1)
+		if (!strncmp(list + i, "user.", 5) || !strncmp(list + i, "trusted.", 8))
+			names[k++] = list + i;
+	for (int a = 1; a < k; a++) /* insertion sort: few names */
+		for (int b = a; b > 0 && strcmp(names[b - 1], names[b]) > 0; b--) {
+			const char *t = names[b];
+			names[b] = names[b - 1];
+			names[b - 1] = t;
+		}
+	size_t cap = 0;
+	char *val = malloc(FM_XATTR_VALUE_MAX); /* comparisons run in several threads */
+	if (!val)
+		return -ENOMEM;
+	for (int a = 0; a < k; a++) {
+		ssize_t vl = be->lgetxattr(be->ctx, path, names[a], val, FM_XATTR_VALUE_MAX);
+		if (vl < 0) {
+			free(val);
+			return (int)vl;
+		}
+		size_t need = strlen(names[a]) + 1 + sizeof(ssize_t) + (size_t)vl;
+		if (*outlen + need > cap) {
+			cap = 2 * (*outlen + need);
+			*out = realloc(*out, cap);
+		}
+		memcpy(*out + *outlen, names[a], strlen(names[a]) + 1);
+		*outlen += strlen(names[a]) + 1;
+		memcpy(*out + *outlen, &vl, sizeof vl);
+		*outlen += sizeof vl;
+		memcpy(*out + *outlen, val, (size_t)vl);
+		*outlen += (size_t)vl;
+	}
+	free(val);
+	return 0;
+}
+
+static int xattr_cmp(struct fm_backend *a, struct fm_backend *b, const char *path, char *why,
+		     size_t whylen)
+{
+	char *xa, *xb;
+	size_t la, lb;
+	int ra = xattr_image(a, path, &xa, &la);
+	int rb = xattr_image(b, path, &xb, &lb);
+	int rc = 0;
+	if (ra == 1 || rb == 1) {
+		rc = 0; /* one side has no attributes to compare */
+	} else if (ra < 0 || rb < 0) {
+		snprintf(why, whylen, "%s: listing extended attributes: %s vs %s", path,
+			 fm_errname(ra), fm_errname(rb));
+		rc = 1;
+	} else if (la != lb || memcmp(xa, xb, la)) {
+		snprintf(why, whylen,
+			 "%s: extended attributes differ (%zu vs %zu bytes of names and values)",
+			 path, la, lb);
+		rc = 1;
+	}
+	free(xa);
+	free(xb);
+	return rc;
+}
+
 static int st_cmp(const char *path, const struct stat *a, const struct stat *b, int skip_size,
 		  char *why, size_t whylen)
 {
@@ -314,6 +391,8 @@ static int cmp_entry(struct walk *w, const char *path)
 	}
 	if (strcmp(fa, path))
 		return 0; /* another name of an inode already compared */
+	if (xattr_cmp(w->a, w->b, path, w->why, w->whylen))
+		return 1;
 	if (S_ISDIR(sb.st_mode))
 		return cmp_dir(w, path);
 	if (S_ISLNK(sb.st_mode)) {
