@@ -264,7 +264,7 @@ static int xattr_cmp(struct fm_backend *a, struct fm_backend *b, const char *pat
 		snprintf(why, whylen, "%s: listing extended attributes: %s vs %s", path,
 			 fm_errname(ra), fm_errname(rb));
 		rc = 1;
-	} else if (la != lb || memcmp(xa, xb, la)) {
+	} else if (la != lb || (la && memcmp(xa, xb, la))) {
 		snprintf(why, whylen,
 			 "%s: extended attributes differ (%zu vs %zu bytes of names and values)",
 			 path, la, lb);
