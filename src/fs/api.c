@@ -18,7 +18,7 @@
 			return api_end(-EINVAL);                                                   \
 	} while (0)
 
-int ferrite_statvfs(ferrite_fs *fs, struct statvfs *sv)
+int pmfs_statvfs(ferrite_fs *fs, struct statvfs *sv)
 {
 	CHECK_FS(fs);
 	return api_end(fs_statvfs(fs, sv));
@@ -48,7 +48,7 @@ static int resolve_at(ferrite_fs *fs, int dirfd, const char *path, int flags, in
 
 #define AT_FLAGS_KNOWN (AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT)
 
-int ferrite_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags)
+int pmfs_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags)
 {
 	CHECK_FS(fs);
 	if (!st)
@@ -65,17 +65,17 @@ int ferrite_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st
 	return api_end(rc);
 }
 
-int ferrite_stat(ferrite_fs *fs, const char *path, struct stat *st)
+int pmfs_stat(ferrite_fs *fs, const char *path, struct stat *st)
 {
-	return ferrite_fstatat(fs, FERRITE_AT_ROOT, path, st, 0);
+	return pmfs_fstatat(fs, FERRITE_AT_ROOT, path, st, 0);
 }
 
-int ferrite_lstat(ferrite_fs *fs, const char *path, struct stat *st)
+int pmfs_lstat(ferrite_fs *fs, const char *path, struct stat *st)
 {
-	return ferrite_fstatat(fs, FERRITE_AT_ROOT, path, st, AT_SYMLINK_NOFOLLOW);
+	return pmfs_fstatat(fs, FERRITE_AT_ROOT, path, st, AT_SYMLINK_NOFOLLOW);
 }
 
-int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags)
+int pmfs_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags)
 {
 	CHECK_FS(fs);
 	if (flags & ~(AT_FLAGS_KNOWN | AT_EACCESS))
@@ -90,12 +90,12 @@ int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int
 	return api_end(rc);
 }
 
-int ferrite_access(ferrite_fs *fs, const char *path, int mode)
+int pmfs_access(ferrite_fs *fs, const char *path, int mode)
 {
-	return ferrite_faccessat(fs, FERRITE_AT_ROOT, path, mode, 0);
+	return pmfs_faccessat(fs, FERRITE_AT_ROOT, path, mode, 0);
 }
 
-int ferrite_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags)
+int pmfs_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags)
 {
 	CHECK_FS(fs);
 	if (flags & ~AT_FLAGS_KNOWN)
@@ -111,12 +111,12 @@ int ferrite_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, i
 	return api_end(rc);
 }
 
-int ferrite_chmod(ferrite_fs *fs, const char *path, mode_t mode)
+int pmfs_chmod(ferrite_fs *fs, const char *path, mode_t mode)
 {
-	return ferrite_fchmodat(fs, FERRITE_AT_ROOT, path, mode, 0);
+	return pmfs_fchmodat(fs, FERRITE_AT_ROOT, path, mode, 0);
 }
 
-int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
+int pmfs_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
 {
 	CHECK_FS(fs);
 	if (flags & ~AT_FLAGS_KNOWN)
@@ -131,18 +131,18 @@ int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid
 	return api_end(rc);
 }
 
-int ferrite_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
+int pmfs_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
 {
-	return ferrite_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, 0);
+	return pmfs_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, 0);
 }
 
-int ferrite_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
+int pmfs_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
 {
-	return ferrite_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, AT_SYMLINK_NOFOLLOW);
+	return pmfs_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, AT_SYMLINK_NOFOLLOW);
 }
 
-int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct timespec times[2],
-		      int flags)
+int pmfs_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct timespec times[2],
+		   int flags)
 {
 	CHECK_FS(fs);
 	if (flags & ~AT_FLAGS_KNOWN)
@@ -159,7 +159,7 @@ int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct 
 	return api_end(rc);
 }
 
-int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
+int pmfs_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
 {
 	if (flags & ~AT_SYMLINK_NOFOLLOW) {
 		fr_err_clear();
@@ -169,10 +169,10 @@ int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec time
 		fr_err_clear();
 		return api_end(-EFAULT);
 	}
-	return ferrite_utimensat(fs, FERRITE_AT_ROOT, path, times, flags);
+	return pmfs_utimensat(fs, FERRITE_AT_ROOT, path, times, flags);
 }
 
-int ferrite_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev)
+int pmfs_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev)
 {
 	CHECK_FS(fs);
 	if (!(mode & S_IFMT))
@@ -186,17 +186,17 @@ int ferrite_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, de
 	return api_end(rc);
 }
 
-int ferrite_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
+int pmfs_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
 {
-	return ferrite_mknodat(fs, dirfd, path, S_IFDIR | (mode & 07777), 0);
+	return pmfs_mknodat(fs, dirfd, path, S_IFDIR | (mode & 07777), 0);
 }
 
-int ferrite_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
+int pmfs_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
 {
-	return ferrite_mkdirat(fs, FERRITE_AT_ROOT, path, mode);
+	return pmfs_mkdirat(fs, FERRITE_AT_ROOT, path, mode);
 }
 
-int ferrite_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
+int pmfs_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
 {
 	CHECK_FS(fs);
 	if (flags & ~AT_REMOVEDIR)
@@ -210,18 +210,18 @@ int ferrite_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
 	return api_end(rc);
 }
 
-int ferrite_rmdir(ferrite_fs *fs, const char *path)
+int pmfs_rmdir(ferrite_fs *fs, const char *path)
 {
-	return ferrite_unlinkat(fs, FERRITE_AT_ROOT, path, AT_REMOVEDIR);
+	return pmfs_unlinkat(fs, FERRITE_AT_ROOT, path, AT_REMOVEDIR);
 }
 
-int ferrite_unlink(ferrite_fs *fs, const char *path)
+int pmfs_unlink(ferrite_fs *fs, const char *path)
 {
-	return ferrite_unlinkat(fs, FERRITE_AT_ROOT, path, 0);
+	return pmfs_unlinkat(fs, FERRITE_AT_ROOT, path, 0);
 }
 
-int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
-		      const char *newpath, unsigned flags)
+int pmfs_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		   const char *newpath, unsigned flags)
 {
 	CHECK_FS(fs);
 	uint64_t oat, nat;
@@ -236,13 +236,13 @@ int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int new
 	return api_end(rc);
 }
 
-int ferrite_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
+int pmfs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
 {
-	return ferrite_renameat2(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, flags);
+	return pmfs_renameat2(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, flags);
 }
 
-int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
-		   const char *newpath, int flags)
+int pmfs_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		const char *newpath, int flags)
 {
 	CHECK_FS(fs);
 	if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH))
@@ -261,12 +261,12 @@ int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 	return api_end(rc);
 }
 
-int ferrite_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
+int pmfs_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
 {
-	return ferrite_linkat(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, 0);
+	return pmfs_linkat(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, 0);
 }
 
-int ferrite_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const char *linkpath)
+int pmfs_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const char *linkpath)
 {
 	CHECK_FS(fs);
 	uint64_t at;
@@ -278,12 +278,12 @@ int ferrite_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const ch
 	return api_end(rc);
 }
 
-int ferrite_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
+int pmfs_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
 {
-	return ferrite_symlinkat(fs, target, FERRITE_AT_ROOT, linkpath);
+	return pmfs_symlinkat(fs, target, FERRITE_AT_ROOT, linkpath);
 }
 
-ssize_t ferrite_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size)
+ssize_t pmfs_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size)
 {
 	CHECK_FS(fs);
 	if (!buf)
@@ -301,13 +301,13 @@ ssize_t ferrite_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *bu
 	return api_end_ss(n);
 }
 
-ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
+ssize_t pmfs_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
 {
 	if (!path) {
 		fr_err_clear();
 		return api_end(-EFAULT);
 	}
-	return ferrite_readlinkat(fs, FERRITE_AT_ROOT, path, buf, size);
+	return pmfs_readlinkat(fs, FERRITE_AT_ROOT, path, buf, size);
 }
 
 const char *ferrite_errmsg(void)

@@ -23,7 +23,7 @@
 #define POS_END	   ((int64_t)FR_HASH_END)
 
 struct ferrite_dir {
-	ferrite_fs *fs;
+	ferrite_fs *fs; /* first: the C API dispatches on it (util.h) */
 	struct vnode *vn;
 	int64_t pos;	   /* cookie of the next entry to return */
 	int nbuf, ibuf;	   /* buffered entries and the next one to hand out */
@@ -33,7 +33,7 @@ struct ferrite_dir {
 	struct dir_batch_ent scratch[BATCH];
 };
 
-int ferrite_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out)
+int pmfs_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out)
 {
 	fr_err_clear();
 	if (!fs || !out)
@@ -43,7 +43,7 @@ int ferrite_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out)
 	return api_end(rc ? rc : opendir_ino(fs, nd.ino, out));
 }
 
-int ferrite_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
+int pmfs_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 {
 	fr_err_clear();
 	if (!fs || !out)
@@ -107,7 +107,7 @@ static int refill(ferrite_dir *d)
 	return 0;
 }
 
-int ferrite_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
+int pmfs_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
 {
 	fr_err_clear();
 	if (!d || !ent)
@@ -137,7 +137,7 @@ int ferrite_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
 			d->pos = (int64_t)d->buf_next;
 			if (d->buf_next >= FR_HASH_END)
 				return 0;
-			return ferrite_readdir(d, ent); /* an empty stretch of buckets */
+			return pmfs_readdir(d, ent); /* an empty stretch of buckets */
 		}
 	}
 	struct dir_batch_ent *e = &d->buf[d->ibuf++];
@@ -149,13 +149,13 @@ int ferrite_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
 	return 1;
 }
 
-int64_t ferrite_telldir(ferrite_dir *d)
+int64_t pmfs_telldir(ferrite_dir *d)
 {
 	fr_err_clear();
 	return d ? d->pos : api_end(-EINVAL);
 }
 
-int ferrite_seekdir(ferrite_dir *d, int64_t cookie)
+int pmfs_seekdir(ferrite_dir *d, int64_t cookie)
 {
 	fr_err_clear();
 	if (!d || cookie < 0)
@@ -165,12 +165,12 @@ int ferrite_seekdir(ferrite_dir *d, int64_t cookie)
 	return 0;
 }
 
-int ferrite_rewinddir(ferrite_dir *d)
+int pmfs_rewinddir(ferrite_dir *d)
 {
-	return ferrite_seekdir(d, 0);
+	return pmfs_seekdir(d, 0);
 }
 
-int ferrite_closedir(ferrite_dir *d)
+int pmfs_closedir(ferrite_dir *d)
 {
 	fr_err_clear();
 	if (!d)
@@ -191,5 +191,5 @@ int ferrite_closedir(ferrite_dir *d)
 void dirstream_close_all(ferrite_fs *fs)
 {
 	while (fs->streams)
-		ferrite_closedir(fs->streams);
+		pmfs_closedir(fs->streams);
 }

@@ -245,7 +245,7 @@ static int path_flags(int flags)
 	return (flags & O_PATH) ? (flags & (O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)) : flags;
 }
 
-int ferrite_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
+int pmfs_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
 {
 	API_BEGIN();
 	if (!fs)
@@ -277,12 +277,12 @@ int ferrite_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_
 	API_RETURN(rc ? rc : fs_open_ino(fs, ino, flags));
 }
 
-int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
+int pmfs_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
 {
-	return ferrite_openat(fs, FERRITE_AT_ROOT, path, flags, mode);
+	return pmfs_openat(fs, FERRITE_AT_ROOT, path, flags, mode);
 }
 
-int ferrite_reopen(ferrite_fs *fs, int fd, int flags)
+int pmfs_reopen(ferrite_fs *fs, int fd, int flags)
 {
 	API_BEGIN();
 	if ((flags & (O_CREAT | O_EXCL)) || (flags & O_ACCMODE) == O_ACCMODE)
@@ -320,7 +320,7 @@ int ferrite_reopen(ferrite_fs *fs, int fd, int flags)
 	API_RETURN(rc);
 }
 
-int ferrite_getfl(ferrite_fs *fs, int fd)
+int pmfs_getfl(ferrite_fs *fs, int fd)
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -331,7 +331,7 @@ int ferrite_getfl(ferrite_fs *fs, int fd)
 	API_RETURN(fl);
 }
 
-int ferrite_setfl(ferrite_fs *fs, int fd, int flags)
+int pmfs_setfl(ferrite_fs *fs, int fd, int flags)
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -352,7 +352,7 @@ int ferrite_setfl(ferrite_fs *fs, int fd, int flags)
 	API_RETURN(rc);
 }
 
-int ferrite_close(ferrite_fs *fs, int fd)
+int pmfs_close(ferrite_fs *fs, int fd)
 {
 	API_BEGIN();
 	if (!fs)
@@ -375,7 +375,7 @@ int ferrite_close(ferrite_fs *fs, int fd)
 	API_RETURN(0);
 }
 
-int ferrite_dup(ferrite_fs *fs, int fd)
+int pmfs_dup(ferrite_fs *fs, int fd)
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -391,7 +391,7 @@ void fd_close_all(ferrite_fs *fs)
 {
 	for (int i = 0; i < fs->fd_cap; i++)
 		if (fs->fds[i])
-			ferrite_close(fs, i);
+			pmfs_close(fs, i);
 	free(fs->fds);
 	fs->fds = NULL;
 	fs->fd_cap = 0;
@@ -494,14 +494,14 @@ static ssize_t do_write(ferrite_fs *fs, int fd, const struct iovec *iov, int iov
 	return n;
 }
 
-ssize_t ferrite_read(ferrite_fs *fs, int fd, void *buf, size_t count)
+ssize_t pmfs_read(ferrite_fs *fs, int fd, void *buf, size_t count)
 {
 	API_BEGIN();
 	struct iovec v = {buf, count};
 	return finish_ss(do_read(fs, fd, &v, 1, -1));
 }
 
-ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset)
+ssize_t pmfs_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset)
 {
 	API_BEGIN();
 	if (offset < 0)
@@ -510,13 +510,13 @@ ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t off
 	return finish_ss(do_read(fs, fd, &v, 1, offset));
 }
 
-ssize_t ferrite_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
+ssize_t pmfs_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
 {
 	API_BEGIN();
 	return finish_ss(do_read(fs, fd, iov, iovcnt, -1));
 }
 
-ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
+ssize_t pmfs_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
 {
 	API_BEGIN();
 	if (offset < 0)
@@ -524,14 +524,14 @@ ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 	return finish_ss(do_read(fs, fd, iov, iovcnt, offset));
 }
 
-ssize_t ferrite_write(ferrite_fs *fs, int fd, const void *buf, size_t count)
+ssize_t pmfs_write(ferrite_fs *fs, int fd, const void *buf, size_t count)
 {
 	API_BEGIN();
 	struct iovec v = {(void *)buf, count};
 	return finish_ss(do_write(fs, fd, &v, 1, -1));
 }
 
-ssize_t ferrite_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset)
+ssize_t pmfs_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset)
 {
 	API_BEGIN();
 	if (offset < 0)
@@ -540,13 +540,13 @@ ssize_t ferrite_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, of
 	return finish_ss(do_write(fs, fd, &v, 1, offset));
 }
 
-ssize_t ferrite_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
+ssize_t pmfs_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
 {
 	API_BEGIN();
 	return finish_ss(do_write(fs, fd, iov, iovcnt, -1));
 }
 
-ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
+ssize_t pmfs_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
 {
 	API_BEGIN();
 	if (offset < 0)
@@ -554,7 +554,7 @@ ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iov
 	return finish_ss(do_write(fs, fd, iov, iovcnt, offset));
 }
 
-off_t ferrite_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
+off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -602,7 +602,7 @@ off_t ferrite_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 	return finish_ss(res);
 }
 
-int ferrite_ftruncate(ferrite_fs *fs, int fd, off_t length)
+int pmfs_ftruncate(ferrite_fs *fs, int fd, off_t length)
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -620,7 +620,7 @@ int ferrite_ftruncate(ferrite_fs *fs, int fd, off_t length)
 	API_RETURN(rc);
 }
 
-int ferrite_truncate(ferrite_fs *fs, const char *path, off_t length)
+int pmfs_truncate(ferrite_fs *fs, const char *path, off_t length)
 {
 	API_BEGIN();
 	if (!fs || length < 0)
@@ -640,7 +640,7 @@ int ferrite_truncate(ferrite_fs *fs, const char *path, off_t length)
 	API_RETURN(mm_truncate(fs, nd.ino, (uint64_t)length));
 }
 
-int ferrite_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
+int pmfs_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -670,7 +670,7 @@ int ferrite_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 }
 
 /* Every call is durable when it returns: there is nothing left to sync. */
-int ferrite_fsync(ferrite_fs *fs, int fd)
+int pmfs_fsync(ferrite_fs *fs, int fd)
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -681,12 +681,12 @@ int ferrite_fsync(ferrite_fs *fs, int fd)
 	API_RETURN(rc);
 }
 
-int ferrite_fdatasync(ferrite_fs *fs, int fd)
+int pmfs_fdatasync(ferrite_fs *fs, int fd)
 {
-	return ferrite_fsync(fs, fd);
+	return pmfs_fsync(fs, fd);
 }
 
-int ferrite_fstat(ferrite_fs *fs, int fd, struct stat *st)
+int pmfs_fstat(ferrite_fs *fs, int fd, struct stat *st)
 {
 	API_BEGIN();
 	if (!st)
@@ -699,7 +699,7 @@ int ferrite_fstat(ferrite_fs *fs, int fd, struct stat *st)
 	API_RETURN(rc);
 }
 
-int ferrite_fchmod(ferrite_fs *fs, int fd, mode_t mode)
+int pmfs_fchmod(ferrite_fs *fs, int fd, mode_t mode)
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -710,7 +710,7 @@ int ferrite_fchmod(ferrite_fs *fs, int fd, mode_t mode)
 	API_RETURN(rc);
 }
 
-int ferrite_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
+int pmfs_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -721,7 +721,7 @@ int ferrite_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
 	API_RETURN(rc);
 }
 
-int ferrite_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
+int pmfs_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 {
 	API_BEGIN();
 	struct ofile *of = fd_get(fs, fd);
@@ -735,8 +735,8 @@ int ferrite_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 /* Copies through a bounce buffer: both ends are files of this pool, so the
  * data never leaves the library, and each chunk is written (durably) by the
  * ordinary data path, which keeps its atomicity and crash rules. */
-ssize_t ferrite_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out,
-				off_t *off_out, size_t len, unsigned flags)
+ssize_t pmfs_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out, off_t *off_out,
+			     size_t len, unsigned flags)
 {
 	API_BEGIN();
 	if (flags)

@@ -17,6 +17,7 @@
 
 #include "ferrite.h"
 #include "fs/fs_format.h"
+#include "fs/pmfs.h"
 #include "meta/meta.h"
 #include "persist/pm.h"
 
@@ -51,6 +52,7 @@ struct ofile {
 };
 
 struct ferrite_fs {
+	struct fr_handle h; /* FR_ENGINE_PM; first, see util.h */
 	struct meta m;
 	uint64_t root_ino;
 	uint64_t hash_seed;

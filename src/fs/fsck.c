@@ -622,9 +622,9 @@ static int fix_superblock(const char *pool, int repair, fr_report_fn report, voi
 	return rc;
 }
 
-int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
-		 void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
-		 void *progress_arg)
+int pmfs_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
+	      void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
+	      void *progress_arg)
 {
 	fr_err_clear();
 	if (!pool)
@@ -640,7 +640,7 @@ int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const c
 	}
 	int sb_bad = rc == 1;
 	ferrite_fs *fs;
-	rc = ferrite_mount(pool, NULL, &fs);
+	rc = pmfs_mount(pool, NULL, &fs);
 	if (rc) {
 		if (rc == -EUCLEAN) {
 			fr_report(report, report_arg, "%s", ferrite_errmsg());
@@ -653,7 +653,7 @@ int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const c
 			  "info: replayed %llu log entries (normal after a crash)",
 			  (unsigned long long)fs->m.recovered_entries);
 	rc = fs_fsck(fs, repair, report, report_arg, progress, progress_arg);
-	ferrite_unmount(fs);
+	pmfs_unmount(fs);
 	if (rc < 0)
 		return api_end(rc);
 	if (sb_bad)

@@ -49,7 +49,7 @@ static void count_window(void *arg, uint64_t v, uint64_t ent)
 		c->table++, c->pages++;
 }
 
-int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info)
+int pmfs_get_info(ferrite_fs *fs, struct ferrite_info *info)
 {
 	fr_err_clear();
 	if (!fs || !info)

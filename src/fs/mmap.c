@@ -205,8 +205,8 @@ static ssize_t mm_cut_range(ferrite_fs *fs, char *a, char *b)
 	return covered;
 }
 
-int ferrite_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags, off_t offset,
-		 void **out)
+int pmfs_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags, off_t offset,
+	      void **out)
 {
 	fr_err_clear();
 	if (!fs || !out)
@@ -296,7 +296,7 @@ fail:
 	return api_end(rc);
 }
 
-ssize_t ferrite_munmap(ferrite_fs *fs, void *addr, size_t len)
+ssize_t pmfs_munmap(ferrite_fs *fs, void *addr, size_t len)
 {
 	fr_err_clear();
 	if (!fs || ((uintptr_t)addr & (FR_PAGE_SIZE - 1)) || !len)
@@ -308,7 +308,7 @@ ssize_t ferrite_munmap(ferrite_fs *fs, void *addr, size_t len)
 	return api_end_ss(rc);
 }
 
-ssize_t ferrite_msync(ferrite_fs *fs, void *addr, size_t len, int flags)
+ssize_t pmfs_msync(ferrite_fs *fs, void *addr, size_t len, int flags)
 {
 	fr_err_clear();
 	if (!fs || ((uintptr_t)addr & (FR_PAGE_SIZE - 1)) ||
@@ -332,7 +332,7 @@ ssize_t ferrite_msync(ferrite_fs *fs, void *addr, size_t len, int flags)
 	return covered;
 }
 
-ssize_t ferrite_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot)
+ssize_t pmfs_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot)
 {
 	fr_err_clear();
 	if (!fs)
@@ -381,7 +381,7 @@ static uint64_t mm_shrink_from(uint64_t newsize)
 	return newsize <= MM_SMALL_MAX ? 0 : FR_ALIGN_DOWN(newsize, FR_UNIT_SIZE);
 }
 
-int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)
+int pmfs_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)
 {
 	fr_err_clear();
 	if (!fs || from < 0 || len < 0)
@@ -428,7 +428,7 @@ static int mm_shrink_ino(ferrite_fs *fs, uint64_t ino, uint64_t newsize)
 	return 0;
 }
 
-int ferrite_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
+int pmfs_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
 {
 	fr_err_clear();
 	if (!fs || newsize < 0)
@@ -466,7 +466,7 @@ int mm_punch(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
 	return rc;
 }
 
-int ferrite_mmap_refresh(ferrite_fs *fs, int fd)
+int pmfs_mmap_refresh(ferrite_fs *fs, int fd)
 {
 	fr_err_clear();
 	if (!fs)

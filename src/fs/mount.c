@@ -38,7 +38,7 @@ static int make_root(struct meta *m, struct tx *tx, void *arg)
 	return 0;
 }
 
-int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
+int pmfs_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
 {
 	fr_err_clear();
 	struct ferrite_mkfs_opts def = {0};
@@ -100,7 +100,7 @@ static void fs_free(ferrite_fs *fs)
 	free(fs);
 }
 
-int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out)
+int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out)
 {
 	fr_err_clear();
 	if (!out)
@@ -115,6 +115,7 @@ int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferri
 	ferrite_fs *fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return api_end(-ENOMEM);
+	fs->h.engine = FR_ENGINE_PM;
 	int rc = fs_init_volatile(fs);
 	if (!rc)
 		rc = meta_open(&fs->m, pool);
@@ -144,7 +145,7 @@ fail:
 	return api_end(rc);
 }
 
-int ferrite_unmount(ferrite_fs *fs)
+int pmfs_unmount(ferrite_fs *fs)
 {
 	fr_err_clear();
 	if (!fs)

@@ -263,7 +263,7 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 	return rc;
 }
 
-int ferrite_set_link_prefix(ferrite_fs *fs, const char *prefix)
+int pmfs_set_link_prefix(ferrite_fs *fs, const char *prefix)
 {
 	fr_err_clear();
 	if (!fs)

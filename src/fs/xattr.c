@@ -354,12 +354,12 @@ int xattr_check(ferrite_fs *fs, const struct fr_inode *ip, uint64_t *page, int *
 static int fd_ino(ferrite_fs *fs, int fd, uint64_t *ino)
 {
 	struct stat st = {0};
-	int rc = ferrite_fstat(fs, fd, &st);
+	int rc = pmfs_fstat(fs, fd, &st);
 	*ino = (uint64_t)st.st_ino;
 	return rc;
 }
 
-ssize_t ferrite_fgetxattr(ferrite_fs *fs, int fd, const char *name, void *value, size_t size)
+ssize_t pmfs_fgetxattr(ferrite_fs *fs, int fd, const char *name, void *value, size_t size)
 {
 	fr_err_clear();
 	uint64_t ino;
@@ -371,8 +371,8 @@ ssize_t ferrite_fgetxattr(ferrite_fs *fs, int fd, const char *name, void *value,
 	return api_end_ss(rc);
 }
 
-int ferrite_fsetxattr(ferrite_fs *fs, int fd, const char *name, const void *value, size_t size,
-		      int flags)
+int pmfs_fsetxattr(ferrite_fs *fs, int fd, const char *name, const void *value, size_t size,
+		   int flags)
 {
 	fr_err_clear();
 	uint64_t ino;
@@ -382,7 +382,7 @@ int ferrite_fsetxattr(ferrite_fs *fs, int fd, const char *name, const void *valu
 	return api_end(rc ? rc : xa_change(fs, ino, name, value, size, flags, 1));
 }
 
-ssize_t ferrite_flistxattr(ferrite_fs *fs, int fd, char *list, size_t size)
+ssize_t pmfs_flistxattr(ferrite_fs *fs, int fd, char *list, size_t size)
 {
 	fr_err_clear();
 	uint64_t ino;
@@ -394,7 +394,7 @@ ssize_t ferrite_flistxattr(ferrite_fs *fs, int fd, char *list, size_t size)
 	return api_end_ss(rc);
 }
 
-int ferrite_fremovexattr(ferrite_fs *fs, int fd, const char *name)
+int pmfs_fremovexattr(ferrite_fs *fs, int fd, const char *name)
 {
 	fr_err_clear();
 	uint64_t ino;
@@ -413,8 +413,8 @@ static int at_open(ferrite_fs *fs, int dirfd, const char *path, int flags, int *
 		return api_end(-EINVAL);
 	if ((flags & AT_EMPTY_PATH) && (!path || !path[0]))
 		return dirfd;
-	int fd = ferrite_openat(fs, dirfd, path,
-				O_PATH | ((flags & AT_SYMLINK_NOFOLLOW) ? O_NOFOLLOW : 0), 0);
+	int fd = pmfs_openat(fs, dirfd, path,
+			     O_PATH | ((flags & AT_SYMLINK_NOFOLLOW) ? O_NOFOLLOW : 0), 0);
 	*tmp = fd >= 0;
 	return fd;
 }
@@ -427,23 +427,23 @@ static ssize_t at_close(ferrite_fs *fs, int fd, int tmp, ssize_t rc)
 	char msg[512] = "";
 	if (rc < 0)
 		snprintf(msg, sizeof(msg), "%s", ferrite_errmsg());
-	ferrite_close(fs, fd);
+	pmfs_close(fs, fd);
 	if (rc < 0)
 		fr_err((int)rc, "%s", msg);
 	return rc;
 }
 
-ssize_t ferrite_getxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
-			   void *value, size_t size)
+ssize_t pmfs_getxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
+			void *value, size_t size)
 {
 	int tmp, fd = at_open(fs, dirfd, path, flags, &tmp);
 	if (fd < 0)
 		return fd;
-	return at_close(fs, fd, tmp, ferrite_fgetxattr(fs, fd, name, value, size));
+	return at_close(fs, fd, tmp, pmfs_fgetxattr(fs, fd, name, value, size));
 }
 
-int ferrite_setxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
-		       const void *value, size_t size, int xattr_flags)
+int pmfs_setxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
+		    const void *value, size_t size, int xattr_flags)
 {
 	/* Linux checks the flags and the value before it walks the path. */
 	if (xattr_flags & ~(FERRITE_XATTR_CREATE | FERRITE_XATTR_REPLACE))
@@ -453,23 +453,22 @@ int ferrite_setxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, c
 	int tmp, fd = at_open(fs, dirfd, path, flags, &tmp);
 	if (fd < 0)
 		return fd;
-	return (int)at_close(fs, fd, tmp,
-			     ferrite_fsetxattr(fs, fd, name, value, size, xattr_flags));
+	return (int)at_close(fs, fd, tmp, pmfs_fsetxattr(fs, fd, name, value, size, xattr_flags));
 }
 
-ssize_t ferrite_listxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, char *list,
-			    size_t size)
+ssize_t pmfs_listxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, char *list,
+			 size_t size)
 {
 	int tmp, fd = at_open(fs, dirfd, path, flags, &tmp);
 	if (fd < 0)
 		return fd;
-	return at_close(fs, fd, tmp, ferrite_flistxattr(fs, fd, list, size));
+	return at_close(fs, fd, tmp, pmfs_flistxattr(fs, fd, list, size));
 }
 
-int ferrite_removexattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name)
+int pmfs_removexattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name)
 {
 	int tmp, fd = at_open(fs, dirfd, path, flags, &tmp);
 	if (fd < 0)
 		return fd;
-	return (int)at_close(fs, fd, tmp, ferrite_fremovexattr(fs, fd, name));
+	return (int)at_close(fs, fd, tmp, pmfs_fremovexattr(fs, fd, name));
 }

@@ -1,0 +1,104 @@
+/*
+ * pmfs.h -- the pm engine behind the C API: one function per call of
+ * ferrite.h, same arguments and results (src/api/api.c dispatches to these
+ * or to the tier engine's).
+ */
+#ifndef FERRITE_PMFS_H
+#define FERRITE_PMFS_H
+
+#include "ferrite.h"
+
+int pmfs_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts);
+int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out);
+int pmfs_unmount(ferrite_fs *fs);
+int pmfs_open(ferrite_fs *fs, const char *path, int flags, mode_t mode);
+int pmfs_close(ferrite_fs *fs, int fd);
+int pmfs_dup(ferrite_fs *fs, int fd);
+ssize_t pmfs_read(ferrite_fs *fs, int fd, void *buf, size_t count);
+ssize_t pmfs_write(ferrite_fs *fs, int fd, const void *buf, size_t count);
+ssize_t pmfs_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset);
+ssize_t pmfs_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset);
+ssize_t pmfs_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
+ssize_t pmfs_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
+ssize_t pmfs_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
+ssize_t pmfs_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
+off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence);
+int pmfs_ftruncate(ferrite_fs *fs, int fd, off_t length);
+int pmfs_truncate(ferrite_fs *fs, const char *path, off_t length);
+int pmfs_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len);
+int pmfs_fsync(ferrite_fs *fs, int fd);
+int pmfs_fdatasync(ferrite_fs *fs, int fd);
+int pmfs_stat(ferrite_fs *fs, const char *path, struct stat *st);
+int pmfs_lstat(ferrite_fs *fs, const char *path, struct stat *st);
+int pmfs_fstat(ferrite_fs *fs, int fd, struct stat *st);
+int pmfs_statvfs(ferrite_fs *fs, struct statvfs *sv);
+int pmfs_chmod(ferrite_fs *fs, const char *path, mode_t mode);
+int pmfs_fchmod(ferrite_fs *fs, int fd, mode_t mode);
+int pmfs_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
+int pmfs_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
+int pmfs_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid);
+int pmfs_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags);
+int pmfs_futimens(ferrite_fs *fs, int fd, const struct timespec times[2]);
+int pmfs_access(ferrite_fs *fs, const char *path, int mode);
+int pmfs_mkdir(ferrite_fs *fs, const char *path, mode_t mode);
+int pmfs_rmdir(ferrite_fs *fs, const char *path);
+int pmfs_unlink(ferrite_fs *fs, const char *path);
+int pmfs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
+int pmfs_link(ferrite_fs *fs, const char *oldpath, const char *newpath);
+int pmfs_symlink(ferrite_fs *fs, const char *target, const char *linkpath);
+ssize_t pmfs_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size);
+int pmfs_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode);
+int pmfs_reopen(ferrite_fs *fs, int fd, int flags);
+int pmfs_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags);
+int pmfs_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags);
+int pmfs_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags);
+int pmfs_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags);
+int pmfs_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct timespec times[2],
+		   int flags);
+int pmfs_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode);
+int pmfs_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags);
+int pmfs_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		   const char *newpath, unsigned flags);
+int pmfs_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		const char *newpath, int flags);
+int pmfs_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const char *linkpath);
+ssize_t pmfs_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size);
+int pmfs_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev);
+int pmfs_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out);
+int pmfs_getfl(ferrite_fs *fs, int fd);
+int pmfs_setfl(ferrite_fs *fs, int fd, int flags);
+int pmfs_set_link_prefix(ferrite_fs *fs, const char *prefix);
+ssize_t pmfs_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out, off_t *off_out,
+			     size_t len, unsigned flags);
+int pmfs_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out);
+int pmfs_readdir(ferrite_dir *dir, struct ferrite_dirent *ent);
+int64_t pmfs_telldir(ferrite_dir *dir);
+int pmfs_seekdir(ferrite_dir *dir, int64_t cookie);
+int pmfs_rewinddir(ferrite_dir *dir);
+int pmfs_closedir(ferrite_dir *dir);
+int pmfs_get_info(ferrite_fs *fs, struct ferrite_info *info);
+int pmfs_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
+	      void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
+	      void *progress_arg);
+ssize_t pmfs_fgetxattr(ferrite_fs *fs, int fd, const char *name, void *value, size_t size);
+int pmfs_fsetxattr(ferrite_fs *fs, int fd, const char *name, const void *value, size_t size,
+		   int flags);
+ssize_t pmfs_flistxattr(ferrite_fs *fs, int fd, char *list, size_t size);
+int pmfs_fremovexattr(ferrite_fs *fs, int fd, const char *name);
+ssize_t pmfs_getxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
+			void *value, size_t size);
+int pmfs_setxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
+		    const void *value, size_t size, int xattr_flags);
+ssize_t pmfs_listxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, char *list,
+			 size_t size);
+int pmfs_removexattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name);
+int pmfs_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags, off_t offset,
+	      void **out);
+ssize_t pmfs_munmap(ferrite_fs *fs, void *addr, size_t len);
+ssize_t pmfs_msync(ferrite_fs *fs, void *addr, size_t len, int flags);
+ssize_t pmfs_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot);
+int pmfs_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len);
+int pmfs_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize);
+int pmfs_mmap_refresh(ferrite_fs *fs, int fd);
+
+#endif
