@@ -78,6 +78,20 @@ struct ferrite_mkfs_opts {
 	/* progress: called now and then with done/total in [0, total]; may be NULL */
 	void (*progress)(void *arg, uint64_t done, uint64_t total);
 	void *progress_arg;
+	/* Tiered pools (First Responder / HasFS): a backing directory makes the
+	 * pool a persistent cache in front of it (NULL: a pm-engine pool). */
+	const char *tier_backing;
+	int tier_consistency;	/* enum ferrite_tier_consistency */
+	unsigned tier_flush_ms; /* background flush period; 0 = 10 ms */
+	unsigned tier_epoch_ms; /* epoch mode: epoch length; 0 = 10 ms */
+};
+
+/* How writes to a tiered pool become durable. */
+enum ferrite_tier_consistency {
+	FERRITE_TIER_PER_WRITE = 0, /* each write durable and atomic when it returns
+				     * (First Responder; the default) */
+	FERRITE_TIER_EPOCH = 1,	    /* writes durable together at the end of an epoch:
+				     * fsync, or every tier_epoch_ms (HasFS) */
 };
 
 /* ferrite_mount_opts.mode: 0 keeps the pool's own mode. */
@@ -88,8 +102,9 @@ enum ferrite_mount_mode {
 };
 
 struct ferrite_mount_opts {
-	int read_only; /* not supported yet: 1 gives -EOPNOTSUPP */
-	int mode;      /* enum ferrite_mount_mode; the pool is not changed */
+	int read_only;		/* not supported yet: 1 gives -EOPNOTSUPP */
+	int mode;		/* enum ferrite_mount_mode; the pool is not changed */
+	unsigned tier_flush_ms; /* tiered pools: flush period for this mount (0: the pool's) */
 };
 
 /* The pool used when none is named (a NULL pool argument to mkfs, mount and
@@ -306,6 +321,32 @@ struct ferrite_info {
 };
 
 FERRITE_API int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info);
+
+/* A tiered pool: its backing directory, its cache and what the cache did
+ * (counters add up over every mount of the pool). */
+struct ferrite_tier_info {
+	char backing[1024];
+	int consistency; /* enum ferrite_tier_consistency */
+	unsigned flush_ms, epoch_ms;
+	uint64_t chunk_size, slots, chunks;
+	uint64_t valid_chunks, dirty_chunks;
+	uint64_t records, records_used;
+	uint64_t read_hits, read_misses;   /* chunks read from the cache / the backing file */
+	uint64_t write_hits, write_misses; /* chunks written that were cached / were not */
+	uint64_t collisions;		   /* another file's chunk had to leave a slot */
+	uint64_t flushes_periodic;	   /* chunks drained by the background flusher */
+	uint64_t flushes_forced;	   /* chunks flushed synchronously to make room */
+	uint64_t wraparounds;		   /* the key counter went round the cache */
+	uint64_t flush_rounds, epochs, recovered, flush_errors;
+	int live;	   /* the counters come from a mount in progress ... */
+	int64_t pid;	   /* ... in this process */
+	int backing_errno; /* last error writing to the backing directory (0: none) */
+};
+/* -EINVAL if fs is not a tiered pool. */
+FERRITE_API int ferrite_get_tier_info(ferrite_fs *fs, struct ferrite_tier_info *info);
+/* The same without mounting: the live counters of the process that holds the
+ * pool, or those saved at the last unmount. -EINVAL: not a tiered pool. */
+FERRITE_API int ferrite_tier_stats(const char *pool, struct ferrite_tier_info *info);
 
 /* Consistency check of an unmounted pool. Prints a line per problem through
  * report (may be NULL). repair: fix what can be fixed without guessing.

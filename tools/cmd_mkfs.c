@@ -4,14 +4,21 @@
  */
 #include <errno.h>
 #include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
 
 static const char mkfs_usage[] =
     "Usage: ferrite mkfs [--size N] [--mode sync|strict] [--force] [--no-hugepages] [POOL]\n"
+    "       ferrite mkfs --tier BACKING_DIR [--consistency write|epoch] [--flush-ms N]\n"
+    "                    [--epoch-ms N] [--size N] [--force] [POOL]\n"
     "\nFormat POOL as an empty Ferrite pool. POOL is a regular file (created if\n"
     "missing), a device-DAX node, or a file on a DAX file system.\n"
+    "\nWith --tier, POOL becomes a persistent cache in front of BACKING_DIR, a\n"
+    "directory of an ordinary file system: mounting the pool shows that\n"
+    "directory's tree; writes are durable once in the pool and drain to the\n"
+    "directory in the background; data sets larger than the pool work.\n"
     "\nOptions:\n"
     "  --size N        pool size in bytes, or with a K, M, G or T suffix (powers\n"
     "                  of 1024); default: 1 GiB for a new file, the device size\n"
@@ -19,7 +26,14 @@ static const char mkfs_usage[] =
     "  --mode MODE     sync (default): metadata atomic, writes durable;\n"
     "                  strict: every write atomic as well (a mount may override\n"
     "                  it: ferrite mount -o mode=, ferrite run --mode)\n"
-    "  --force         overwrite an existing pool or a non-empty file\n"
+    "  --force         overwrite an existing pool or a non-empty file (with\n"
+    "                  --tier: also bind a directory another pool used)\n"
+    "  --tier DIR      a tiered pool caching the directory DIR\n"
+    "  --consistency C write (default): each write durable and atomic on return\n"
+    "                  (First Responder); epoch: writes durable together at\n"
+    "                  fsync or every --epoch-ms (HasFS)\n"
+    "  --flush-ms N    how often dirty data drains to DIR (default 10)\n"
+    "  --epoch-ms N    epoch length in epoch consistency (default 10)\n"
     "  --no-hugepages  do not try to back the pool with 2 MiB pages\n"
     "  --pool POOL     same as the POOL argument\n"
     "  -h, --help      show this help\n"
@@ -52,6 +66,31 @@ static int mkfs_apply_option(struct mkfs_args *a, int opt, char **argv)
 	case 'H':
 		a->opts.no_hugepages = 1;
 		return CLI_CONTINUE;
+	case 'T':
+		a->opts.tier_backing = optarg;
+		return CLI_CONTINUE;
+	case 'C':
+		if (!strcmp(optarg, "write") || !strcmp(optarg, "per-write"))
+			a->opts.tier_consistency = FERRITE_TIER_PER_WRITE;
+		else if (!strcmp(optarg, "epoch"))
+			a->opts.tier_consistency = FERRITE_TIER_EPOCH;
+		else
+			return cli_usage_error("mkfs", CLI_EXIT_USAGE,
+					       "invalid consistency '%s' (write or epoch)", optarg);
+		return CLI_CONTINUE;
+	case 'F':
+	case 'E': {
+		char *end;
+		unsigned long v = strtoul(optarg, &end, 10);
+		if (*end || !*optarg || v == 0 || v > 60000)
+			return cli_usage_error("mkfs", CLI_EXIT_USAGE,
+					       "invalid period '%s' (1 to 60000 ms)", optarg);
+		if (opt == 'F')
+			a->opts.tier_flush_ms = (unsigned)v;
+		else
+			a->opts.tier_epoch_ms = (unsigned)v;
+		return CLI_CONTINUE;
+	}
 	case CLI_OPT_POOL:
 		a->pool = optarg;
 		return CLI_CONTINUE;
@@ -71,6 +110,10 @@ static int mkfs_parse(int argc, char **argv, struct mkfs_args *a)
 	    {"mode", required_argument, NULL, 'm'},
 	    {"force", no_argument, NULL, 'f'},
 	    {"no-hugepages", no_argument, NULL, 'H'},
+	    {"tier", required_argument, NULL, 'T'},
+	    {"consistency", required_argument, NULL, 'C'},
+	    {"flush-ms", required_argument, NULL, 'F'},
+	    {"epoch-ms", required_argument, NULL, 'E'},
 	    {"pool", required_argument, NULL, CLI_OPT_POOL},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -103,7 +146,15 @@ static int mkfs_print_summary(const char *pool)
 	printf("Formatted %s\n", pool);
 	printf("  size:    %s (%llu bytes)\n", cli_format_size(info.pool_bytes, size, sizeof(size)),
 	       (unsigned long long)info.pool_bytes);
-	printf("  mode:    %s\n", cli_mode_name(info.mode));
+	struct ferrite_tier_info ti;
+	if (ferrite_tier_stats(pool, &ti) == 0) {
+		printf("  tiered:  cache in front of %s\n", ti.backing);
+		printf("  cache:   %llu slots of two %llu-byte chunks; %s consistency\n",
+		       (unsigned long long)ti.slots, (unsigned long long)ti.chunk_size,
+		       ti.consistency == FERRITE_TIER_EPOCH ? "epoch" : "per-write");
+	} else {
+		printf("  mode:    %s\n", cli_mode_name(info.mode));
+	}
 	printf("  uuid:    %s\n", info.uuid);
 	if (info.huge_pages)
 		printf("  backing: %s\n", info.backing);

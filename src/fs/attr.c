@@ -30,6 +30,11 @@ const struct fs_cred *cred_get(void)
 	return &tl_cred;
 }
 
+int cred_is_explicit(void)
+{
+	return tl_cred_state == 2;
+}
+
 int ferrite_set_creds(uid_t uid, gid_t gid, size_t ngroups, const gid_t *groups)
 {
 	fr_err_clear();

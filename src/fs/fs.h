@@ -143,6 +143,8 @@ int orphan_cleanup(ferrite_fs *fs);
 /* ---- credentials and permissions (attr.c) ------------------------------- */
 
 const struct fs_cred *cred_get(void);
+/* 1 if ferrite_set_creds() installed this thread's credentials. */
+int cred_is_explicit(void);
 /* mask: 4 read, 2 write, 1 exec/search. 0 or -EACCES. */
 int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip, int mask);
 void inode_to_stat(ferrite_fs *fs, const struct fr_inode *ip, struct stat *st);

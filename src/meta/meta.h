@@ -52,6 +52,15 @@ int meta_open(struct meta *m, const char *path);
 void meta_close(struct meta *m);
 /* Superblock validation with a one-line reason (mount and fsck). */
 int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char **why);
+/* What every pool's superblock must satisfy (the tier engine checks the rest
+ * of a tiered pool itself). */
+int meta_super_check_common(const struct fr_super *sb, uint64_t file_size, const char **why);
+/* A new superblock: magic, version, a fresh UUID, size, incompat bits. */
+void meta_super_init(struct fr_super *sb, uint64_t size, uint32_t incompat);
+uint32_t meta_super_csum(const struct fr_super *sb);
+void meta_uuid_str(const uint8_t *uuid, char out[37]);
+/* 1 if path holds a valid superblock of a tiered pool. */
+int meta_pool_is_tier(const char *path);
 
 /* ---- redo log (log.c) ----------------------------------------------------- */
 

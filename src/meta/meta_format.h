@@ -10,16 +10,19 @@
 #include <stdint.h>
 
 /* 2: inodes carry extended attributes (i_xattr). Format 1 pools, where the
- * field was always 0, are still mounted; they refuse new attributes. */
-#define FR_FORMAT_VERSION 2
+ * field was always 0, are still mounted; they refuse new attributes.
+ * 3: tiered pools (SB_INCOMPAT_TIER, src/tier/tier_format.h); the pm
+ * engine's layout is that of version 2. */
+#define FR_FORMAT_VERSION 3
 #define SB_MAGIC	  0x0045544952524546ULL /* "FERRITE\0" */
 #define SB_OFF		  0
 #define SB_SPACE_OFF	  4096
 #define SB_STATE_OFF	  8192
 #define SB_BACKUP_OFF	  (2 * 1024 * 1024 - 4096)
 
-/* Features a reader must understand to mount (none defined in version 1). */
-#define SB_INCOMPAT_SUPPORTED 0u
+/* Features a reader must understand to mount. */
+#define SB_INCOMPAT_TIER      0x1u /* a tiered pool: the tier engine's layout after page 0 */
+#define SB_INCOMPAT_SUPPORTED SB_INCOMPAT_TIER
 
 struct fr_super {
 	uint64_t sb_magic;

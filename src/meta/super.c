@@ -33,10 +33,98 @@ static uint32_t super_csum(const struct fr_super *sb)
 	return fr_crc32c(0, sb, offsetof(struct fr_super, sb_checksum));
 }
 
+uint32_t meta_super_csum(const struct fr_super *sb)
+{
+	return super_csum(sb);
+}
+
+void meta_super_init(struct fr_super *sb, uint64_t size, uint32_t incompat)
+{
+	memset(sb, 0, sizeof(*sb));
+	sb->sb_magic = SB_MAGIC;
+	sb->sb_version = FR_FORMAT_VERSION;
+	sb->sb_size = offsetof(struct fr_super, sb_checksum);
+	if (getrandom(sb->sb_uuid, sizeof(sb->sb_uuid), 0) != sizeof(sb->sb_uuid)) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		uint64_t x =
+		    (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
+		memcpy(sb->sb_uuid, &x, 8);
+		memcpy(sb->sb_uuid + 8, &sb, sizeof(void *));
+	}
+	sb->sb_uuid[6] = (uint8_t)((sb->sb_uuid[6] & 0x0f) | 0x40); /* RFC 4122 v4 */
+	sb->sb_uuid[8] = (uint8_t)((sb->sb_uuid[8] & 0x3f) | 0x80);
+	memcpy(&sb->sb_hash_seed, sb->sb_uuid + 4, 8);
+	sb->sb_pool_size = size;
+	sb->sb_page_size = FR_PAGE_SIZE;
+	sb->sb_unit_size = FR_UNIT_SIZE;
+	sb->sb_incompat = incompat;
+	sb->sb_mkfs_time = (int64_t)time(NULL);
+}
+
+void meta_uuid_str(const uint8_t *u, char out[37])
+{
+	snprintf(out, 37, "%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x",
+		 u[0], u[1], u[2], u[3], u[4], u[5], u[6], u[7], u[8], u[9], u[10], u[11], u[12],
+		 u[13], u[14], u[15]);
+}
+
+int meta_super_check_common(const struct fr_super *sb, uint64_t file_size, const char **why)
+{
+	static __thread char msg[200];
+	*why = msg;
+	if (sb->sb_magic != SB_MAGIC) {
+		snprintf(msg, sizeof(msg), "not a ferrite pool (no ferrite signature)");
+		return -EINVAL;
+	}
+	if (sb->sb_version > FR_FORMAT_VERSION || (sb->sb_incompat & ~SB_INCOMPAT_SUPPORTED)) {
+		snprintf(msg, sizeof(msg),
+			 "pool format version %u is newer than this ferrite supports (%u)",
+			 sb->sb_version, FR_FORMAT_VERSION);
+		return -EPROTONOSUPPORT;
+	}
+	if (sb->sb_size != offsetof(struct fr_super, sb_checksum) ||
+	    sb->sb_checksum != super_csum(sb)) {
+		snprintf(msg, sizeof(msg), "superblock checksum mismatch (superblock damaged)");
+		return -EUCLEAN;
+	}
+	if (sb->sb_version == 0 || sb->sb_page_size != FR_PAGE_SIZE ||
+	    sb->sb_unit_size != FR_UNIT_SIZE || sb->sb_pool_size % FR_UNIT_SIZE ||
+	    sb->sb_pool_size < MIN_POOL) {
+		snprintf(msg, sizeof(msg), "superblock geometry is inconsistent (damaged)");
+		return -EUCLEAN;
+	}
+	if (sb->sb_pool_size > file_size) {
+		snprintf(
+		    msg, sizeof(msg),
+		    "pool is truncated: the superblock describes %llu bytes, the file has %llu",
+		    (unsigned long long)sb->sb_pool_size, (unsigned long long)file_size);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
+int meta_pool_is_tier(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	struct fr_super sb;
+	ssize_t n = pread(fd, &sb, sizeof sb, SB_OFF);
+	close(fd);
+	return n == (ssize_t)sizeof sb && sb.sb_magic == SB_MAGIC &&
+	       sb.sb_checksum == super_csum(&sb) && sb.sb_version >= 3 &&
+	       (sb.sb_incompat & SB_INCOMPAT_TIER);
+}
+
 int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char **why)
 {
 	static __thread char msg[200];
 	*why = msg;
+	if (sb->sb_magic == SB_MAGIC && (sb->sb_incompat & SB_INCOMPAT_TIER)) {
+		snprintf(msg, sizeof(msg), "a tiered pool, not a pm-engine pool");
+		return -EINVAL;
+	}
 	if (sb->sb_magic != SB_MAGIC) {
 		snprintf(msg, sizeof(msg), "not a ferrite pool (no ferrite signature)");
 		return -EINVAL;
@@ -174,26 +262,8 @@ int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
 		goto out;
 
 	struct fr_super sb;
-	memset(&sb, 0, sizeof(sb));
-	sb.sb_magic = SB_MAGIC;
-	sb.sb_version = FR_FORMAT_VERSION;
-	sb.sb_size = offsetof(struct fr_super, sb_checksum);
-	if (getrandom(sb.sb_uuid, sizeof(sb.sb_uuid), 0) != sizeof(sb.sb_uuid)) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		uint64_t x =
-		    (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
-		memcpy(sb.sb_uuid, &x, 8);
-		memcpy(sb.sb_uuid + 8, &p, sizeof(void *));
-	}
-	sb.sb_uuid[6] = (uint8_t)((sb.sb_uuid[6] & 0x0f) | 0x40); /* RFC 4122 v4 */
-	sb.sb_uuid[8] = (uint8_t)((sb.sb_uuid[8] & 0x3f) | 0x80);
-	memcpy(&sb.sb_hash_seed, sb.sb_uuid + 4, 8);
-	sb.sb_pool_size = size;
-	sb.sb_page_size = FR_PAGE_SIZE;
-	sb.sb_unit_size = FR_UNIT_SIZE;
+	meta_super_init(&sb, size, 0);
 	sb.sb_mode = (uint32_t)prm->mode;
-	sb.sb_mkfs_time = (int64_t)time(NULL);
 	sb.sb_space_off = SB_SPACE_OFF;
 	sb.sb_state_off = SB_STATE_OFF;
 	sb.sb_log_off = FR_UNIT_SIZE;

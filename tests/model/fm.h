@@ -118,12 +118,22 @@ struct fm_backend *fm_ferrite_new(const char *pool); /* mounts; NULL + message o
 int fm_ferrite_remount(struct fm_backend *be, int run_fsck, char *why, size_t whylen);
 int fm_ferrite_unmount(struct fm_backend *be); /* and frees be */
 void *fm_ferrite_fs(struct fm_backend *be);
-/* Formats pool in mode (FERRITE_MODE_SYNC or FERRITE_MODE_STRICT). */
+/* Harness modes beyond enum ferrite_mode: a tiered pool (per-write or epoch
+ * consistency) caching the directory fm_tier_backing(pool). */
+enum { FM_MODE_TIER = 2, FM_MODE_TIER_EPOCH = 3 };
+/* Formats pool in mode (FERRITE_MODE_SYNC, FERRITE_MODE_STRICT, FM_MODE_TIER*):
+ * a tiered pool gets a fresh, empty backing directory. */
 int fm_ferrite_mkfs(const char *pool, uint64_t bytes, int mode, char *why, size_t whylen);
+/* The backing directory of a tiered pool made by fm_ferrite_mkfs (static buffer). */
+const char *fm_tier_backing(const char *pool);
+/* Removes pool, and its backing directory if it has one. */
+void fm_pool_remove(const char *pool);
+/* A tiered pool's cache statistics, one line ("" for other pools). */
+void fm_tier_stats_line(const char *pool, char *out, size_t n);
 /* 0 if the mounted pool reports mode (ferrite_get_info), else -1 and why: a
  * test that asked for strict mode must not silently run in sync mode. */
 int fm_ferrite_check_mode(struct fm_backend *be, int mode, char *why, size_t whylen);
-/* "sync" / "strict" -> FERRITE_MODE_SYNC / FERRITE_MODE_STRICT, else -1. */
+/* "sync" / "strict" / "tier" / "tier-epoch" -> the mode, else -1. */
 int fm_mode_parse(const char *name);
 const char *fm_mode_name(int mode);
 /* ferrite_fsck(pool, 0): returns its result; the problem lines go to why. */

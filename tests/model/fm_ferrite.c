@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "ferrite.h"
 
@@ -398,13 +400,62 @@ int fm_ferrite_unmount(struct fm_backend *be)
 	return r;
 }
 
+const char *fm_tier_backing(const char *pool)
+{
+	static __thread char b[4200];
+	snprintf(b, sizeof b, "%s.backing", pool);
+	return b;
+}
+
+void fm_pool_remove(const char *pool)
+{
+	unlink(pool);
+	fm_rm_rf(fm_tier_backing(pool));
+}
+
+void fm_tier_stats_line(const char *pool, char *out, size_t n)
+{
+	struct ferrite_tier_info ti;
+	if (ferrite_tier_stats(pool, &ti) < 0) {
+		out[0] = 0;
+		return;
+	}
+	uint64_t acc = ti.read_hits + ti.read_misses + ti.write_hits + ti.write_misses;
+	snprintf(out, n,
+		 "cache of %llu chunks: %llu chunk accesses, hits %llu/%llu read %llu/%llu "
+		 "written, collisions %llu, flushes %llu periodic %llu forced, wrap-arounds %llu, "
+		 "epochs %llu",
+		 (unsigned long long)ti.chunks, (unsigned long long)acc,
+		 (unsigned long long)ti.read_hits,
+		 (unsigned long long)(ti.read_hits + ti.read_misses),
+		 (unsigned long long)ti.write_hits,
+		 (unsigned long long)(ti.write_hits + ti.write_misses),
+		 (unsigned long long)ti.collisions, (unsigned long long)ti.flushes_periodic,
+		 (unsigned long long)ti.flushes_forced, (unsigned long long)ti.wraparounds,
+		 (unsigned long long)ti.epochs);
+}
+
 int fm_ferrite_mkfs(const char *pool, uint64_t bytes, int mode, char *why, size_t whylen)
 {
 	struct ferrite_mkfs_opts o;
 	memset(&o, 0, sizeof o);
 	o.size = bytes;
-	o.mode = mode;
+	o.mode = mode >= FM_MODE_TIER ? FERRITE_MODE_SYNC : mode;
 	o.force = 1;
+	if (mode >= FM_MODE_TIER) {
+		const char *b = fm_tier_backing(pool);
+		fm_rm_rf(b);
+		if (mkdir(b, 0755) != 0) {
+			snprintf(why, whylen, "mkdir %s: %s", b, strerror(errno));
+			return -errno;
+		}
+		o.tier_backing = b;
+		o.tier_consistency =
+		    mode == FM_MODE_TIER_EPOCH ? FERRITE_TIER_EPOCH : FERRITE_TIER_PER_WRITE;
+		/* A short flush period, so drained and cached data mix. */
+		o.tier_flush_ms = 2;
+		o.tier_epoch_ms = 2;
+	}
 	int r = ferrite_mkfs(pool, &o);
 	if (r < 0)
 		snprintf(why, whylen, "ferrite_mkfs(%s, mode %s) = %s: %s", pool,
@@ -420,6 +471,17 @@ int fm_ferrite_check_mode(struct fm_backend *be, int mode, char *why, size_t why
 		snprintf(why, whylen, "ferrite_get_info = %s: %s", fm_errname(r), ferrite_errmsg());
 		return -1;
 	}
+	if (mode >= FM_MODE_TIER) {
+		struct ferrite_tier_info ti;
+		r = ferrite_get_tier_info(FS(be->ctx), &ti);
+		int want = mode == FM_MODE_TIER_EPOCH ? FERRITE_TIER_EPOCH : FERRITE_TIER_PER_WRITE;
+		if (r < 0 || ti.consistency != want) {
+			snprintf(why, whylen, "the pool is not a tiered pool in %s consistency",
+				 fm_mode_name(mode));
+			return -1;
+		}
+		return 0;
+	}
 	if (info.mode != mode) {
 		snprintf(why, whylen, "the pool was formatted in %s mode but mounts in %s mode",
 			 fm_mode_name(mode), fm_mode_name(info.mode));
@@ -434,6 +496,10 @@ int fm_mode_parse(const char *name)
 		return FERRITE_MODE_SYNC;
 	if (!strcmp(name, "strict"))
 		return FERRITE_MODE_STRICT;
+	if (!strcmp(name, "tier"))
+		return FM_MODE_TIER;
+	if (!strcmp(name, "tier-epoch"))
+		return FM_MODE_TIER_EPOCH;
 	return -1;
 }
 
@@ -441,6 +507,8 @@ const char *fm_mode_name(int mode)
 {
 	return mode == FERRITE_MODE_SYNC     ? "sync"
 	       : mode == FERRITE_MODE_STRICT ? "strict"
+	       : mode == FM_MODE_TIER	     ? "tier"
+	       : mode == FM_MODE_TIER_EPOCH  ? "tier-epoch"
 					     : "unknown";
 }
 

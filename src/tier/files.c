@@ -1,0 +1,688 @@
+/*
+ * files.c -- file records: what the cache knows of a backing file.
+ *
+ * A regular file opened through the tier gets a record (fid) in PM holding
+ * its First Responder key and stride, its size and latest write time (the
+ * backing file's own lag until its chunks drain), and how to find it again
+ * after a crash: inode number and birth time, a file handle, and its path
+ * relative to the backing directory.
+ *
+ * Invariants: F1 a record's fields are persistent before its state makes it
+ *               LIVE; a chunk tag names only LIVE, DYING or ORPHAN records;
+ *             F2 a record is freed only when none of its chunks is valid and
+ *               the backing file's size and mtime equal the record's;
+ *             F3 removing a file with a record goes LIVE -> DYING (persisted)
+ *               before the backing file system is asked, so recovery can
+ *               tell "removed" (the inode is gone: drop the chunks) from
+ *               "not removed yet" (back to LIVE).
+ * Keys: the next key is th_key_next, advanced by each new file's stride, the
+ *   size (in chunks, a power of two) just above the most common file size in
+ *   the stride table (First Responder 4.3). A key only spreads files over the
+ *   slots; nothing depends on keys being unique.
+ * Locking: files_lock guards the fid and inode tables, the stride table and
+ *   the descriptor LRU; a record's path changes under it too.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "tier/tier.h"
+
+#define DEFAULT_STRIDE_CHUNKS 16
+
+static uint64_t ino_slot(struct tier *t, uint64_t ino)
+{
+	return (ino * 0x9E3779B97F4A7C15ULL) >> 20 & (t->ino_hash_cap - 1);
+}
+
+struct tier_file *tf_lookup(struct tier *t, uint64_t ino)
+{
+	for (struct tier_file *f = t->ino_hash[ino_slot(t, ino)]; f; f = f->hnext)
+		if (f->ino == ino)
+			return f;
+	return NULL;
+}
+
+static void hash_insert(struct tier *t, struct tier_file *tf)
+{
+	uint64_t s = ino_slot(t, tf->ino);
+	tf->hnext = t->ino_hash[s];
+	t->ino_hash[s] = tf;
+}
+
+static void hash_remove(struct tier *t, struct tier_file *tf)
+{
+	for (struct tier_file **p = &t->ino_hash[ino_slot(t, tf->ino)]; *p; p = &(*p)->hnext)
+		if (*p == tf) {
+			*p = tf->hnext;
+			return;
+		}
+}
+
+/* ---- stride table ---------------------------------------------------------------- */
+
+static int bucket_of(uint64_t size)
+{
+	uint64_t chunks = (size + TIER_CHUNK_SIZE - 1) >> TIER_CHUNK_SHIFT;
+	int b = (int)fr_log2_ceil(chunks ? chunks : 1);
+	return b < TIER_BUCKETS ? b : TIER_BUCKETS - 1;
+}
+
+void tf_size_changed(struct tier *t, struct tier_file *tf, uint64_t size)
+{
+	int b = bucket_of(size);
+	if (b == tf->bucket)
+		return;
+	pthread_mutex_lock(&t->files_lock);
+	if (tf->bucket >= 0)
+		t->buckets[tf->bucket]--;
+	t->buckets[b]++;
+	tf->bucket = b;
+	pthread_mutex_unlock(&t->files_lock);
+}
+
+/* Chunks to reserve for a new file: the next size above the most common. */
+static uint64_t stride_now(struct tier *t)
+{
+	int best = -1;
+	uint64_t most = 0;
+	for (int b = 0; b < TIER_BUCKETS; b++)
+		if (t->buckets[b] > most) {
+			most = t->buckets[b];
+			best = b;
+		}
+	uint64_t s = best < 0 ? DEFAULT_STRIDE_CHUNKS : 1ULL << (best + 1 < 40 ? best + 1 : 39);
+	return FR_MIN(s, FR_MAX(t->nslots / 2, (uint64_t)1));
+}
+
+/* ---- the table ------------------------------------------------------------------ */
+
+static struct tier_file *tf_new(uint32_t fid, uint64_t ino)
+{
+	struct tier_file *tf = calloc(1, sizeof(*tf));
+	if (!tf)
+		return NULL;
+	tf->fid = fid;
+	tf->ino = ino;
+	tf->wfd = tf->dfd = -1;
+	tf->bucket = -1;
+	pthread_rwlock_init(&tf->lock, NULL);
+	pthread_mutex_init(&tf->flush_lock, NULL);
+	return tf;
+}
+
+static void tf_close_fds(struct tier *t, struct tier_file *tf)
+{
+	if (tf->wfd >= 0) {
+		close(tf->wfd);
+		t->nwfd--;
+	}
+	if (tf->dfd >= 0) {
+		close(tf->dfd);
+		t->nwfd--;
+	}
+	tf->wfd = tf->dfd = -1;
+}
+
+static void lru_remove(struct tier_file *tf)
+{
+	if (tf->lru_next) {
+		tf->lru_next->lru_prev = tf->lru_prev;
+		tf->lru_prev->lru_next = tf->lru_next;
+		tf->lru_next = tf->lru_prev = NULL;
+	}
+}
+
+static void lru_add(struct tier *t, struct tier_file *tf)
+{
+	tf->lru_next = &t->lru;
+	tf->lru_prev = t->lru.lru_prev;
+	t->lru.lru_prev->lru_next = tf;
+	t->lru.lru_prev = tf;
+}
+
+int tier_files_init(struct tier *t)
+{
+	t->files = calloc((size_t)t->nrecs, sizeof(*t->files));
+	t->ino_hash_cap = 1;
+	while (t->ino_hash_cap < (uint64_t)t->nrecs * 2)
+		t->ino_hash_cap <<= 1;
+	t->ino_hash = calloc(t->ino_hash_cap, sizeof(*t->ino_hash));
+	if (!t->files || !t->ino_hash)
+		return -ENOMEM;
+	pthread_mutex_init(&t->files_lock, NULL);
+	t->lru.lru_next = t->lru.lru_prev = &t->lru;
+	for (uint32_t fid = 1; fid < t->nrecs; fid++) {
+		struct tier_rec *r = &t->recs[fid];
+		if (r->r_state == REC_FREE)
+			continue;
+		struct tier_file *tf = tf_new(fid, r->r_ino);
+		if (!tf)
+			return -ENOMEM;
+		tf->size = (int64_t)r->r_size;
+		tf->mtime = r->r_mtime;
+		t->files[fid] = tf;
+		if (r->r_state == REC_LIVE)
+			hash_insert(t, tf);
+		int b = bucket_of(r->r_size);
+		t->buckets[b]++;
+		tf->bucket = b;
+	}
+	return 0;
+}
+
+void tier_files_fini(struct tier *t)
+{
+	if (!t->files)
+		return;
+	for (uint32_t fid = 0; fid < t->nrecs; fid++) {
+		struct tier_file *tf = t->files[fid];
+		if (!tf)
+			continue;
+		tf_close_fds(t, tf);
+		pthread_rwlock_destroy(&tf->lock);
+		pthread_mutex_destroy(&tf->flush_lock);
+		free(tf);
+	}
+	free(t->files);
+	free(t->ino_hash);
+	t->files = NULL;
+	t->ino_hash = NULL;
+}
+
+/* ---- paths and identity ------------------------------------------------------------ */
+
+int tier_relpath(struct tier *t, int kfd, const char *name, char *out, size_t len)
+{
+	char link[64], abs[4096 + 256];
+	if (kfd == t->root_fd) {
+		abs[0] = 0;
+	} else {
+		snprintf(link, sizeof link, "/proc/self/fd/%d", kfd);
+		ssize_t n = readlink(link, abs, sizeof abs - 1);
+		if (n < 0)
+			return -errno;
+		abs[n] = 0;
+		if (strncmp(abs, t->backing, t->backing_len) != 0 ||
+		    (abs[t->backing_len] != '/' && abs[t->backing_len] != 0))
+			return -EXDEV;
+		memmove(abs, abs + t->backing_len + (abs[t->backing_len] == '/'),
+			strlen(abs + t->backing_len) + 1);
+	}
+	size_t a = strlen(abs);
+	int w = snprintf(out, len, "%s%s%s", abs, a && name && *name ? "/" : "", name ? name : "");
+	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
+}
+
+static int64_t btime_of(int fd)
+{
+	struct statx sx;
+	if (statx(fd, "", AT_EMPTY_PATH, STATX_BTIME | STATX_INO, &sx) != 0 ||
+	    !(sx.stx_mask & STATX_BTIME))
+		return 0;
+	return (int64_t)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec;
+}
+
+static uint32_t path_csum(const struct tier_rec *r)
+{
+	return fr_crc32c(0, r->r_path, r->r_pathlen);
+}
+
+/* Stores a record's path (flushed, not fenced). */
+static void rec_store_path(struct tier_rec *r, const char *path)
+{
+	size_t n = strlen(path);
+	if (n > TIER_PATH_MAX) {
+		pm_store4(&r->r_pathlen, 0); /* unknown: recovery uses the handle */
+		pm_flush(&r->r_pathlen, 4);
+		return;
+	}
+	pm_store4(&r->r_pathlen, 0);
+	pm_flush(&r->r_pathlen, 4);
+	pm_fence(); /* a torn path is never taken for a whole one */
+	pm_store(r->r_path, path, n);
+	pm_flush(r->r_path, n ? n : 1);
+	pm_store4(&r->r_rsvd32, fr_crc32c(0, path, n));
+	pm_store4(&r->r_pathlen, (uint32_t)n);
+	pm_flush(&r->r_pathlen, 16);
+}
+
+void rec_set_state(struct tier *t, uint32_t fid, uint32_t state)
+{
+	struct tier_rec *r = &t->recs[fid];
+	pm_store4(&r->r_state, state);
+	pm_flush(&r->r_state, 4);
+	pm_fence();
+}
+
+/* ---- creating and freeing records ------------------------------------------------- */
+
+static int rec_find_free(struct tier *t, uint32_t *out)
+{
+	for (uint32_t n = 0; n < t->nrecs - 1; n++) {
+		uint32_t fid = 1 + (t->rec_hint + n) % (t->nrecs - 1);
+		if (t->recs[fid].r_state == REC_FREE && !t->files[fid]) {
+			*out = fid;
+			t->rec_hint = fid;
+			return 0;
+		}
+	}
+	/* Full: take back a record with nothing cached and nobody using it. */
+	for (uint32_t n = 0; n < t->nrecs - 1; n++) {
+		uint32_t fid = 1 + (t->rec_hint + n) % (t->nrecs - 1);
+		struct tier_file *tf = t->files[fid];
+		if (tf && t->recs[fid].r_state == REC_LIVE && tf->opens == 0 &&
+		    __atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED) == 0 &&
+		    pthread_mutex_trylock(&tf->flush_lock) == 0) {
+			int rc = tier_sync_meta(t, tf);
+			pthread_mutex_unlock(&tf->flush_lock);
+			if (rc)
+				continue;
+			rec_free(t, tf);
+			*out = fid;
+			t->rec_hint = fid;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+/* Called with files_lock held. */
+void rec_free(struct tier *t, struct tier_file *tf)
+{
+	uint32_t fid = tf->fid;
+	rec_set_state(t, fid, REC_FREE);
+	if (tf_lookup(t, tf->ino) == tf)
+		hash_remove(t, tf);
+	if (tf->bucket >= 0)
+		t->buckets[tf->bucket]--;
+	lru_remove(tf);
+	tf_close_fds(t, tf);
+	t->files[fid] = NULL;
+	pthread_rwlock_destroy(&tf->lock);
+	pthread_mutex_destroy(&tf->flush_lock);
+	free(tf);
+}
+
+int tf_get_or_create(struct tier *t, int kfd, uint64_t ino, struct tier_file **out)
+{
+	pthread_mutex_lock(&t->files_lock);
+	struct tier_file *tf = tf_lookup(t, ino);
+	if (tf) {
+		tf->opens++;
+		lru_remove(tf);
+		pthread_mutex_unlock(&t->files_lock);
+		*out = tf;
+		return 0;
+	}
+	uint32_t fid;
+	int rc = rec_find_free(t, &fid);
+	if (rc) {
+		pthread_mutex_unlock(&t->files_lock);
+		*out = NULL; /* no record: the file is used uncached */
+		return 0;
+	}
+	struct stat st;
+	if (fstat(kfd, &st) != 0) {
+		rc = -errno;
+		pthread_mutex_unlock(&t->files_lock);
+		return rc;
+	}
+	tf = tf_new(fid, ino);
+	if (!tf) {
+		pthread_mutex_unlock(&t->files_lock);
+		return -ENOMEM;
+	}
+	struct tier_rec *r = &t->recs[fid];
+	uint64_t stride = stride_now(t);
+	uint64_t key = t->th->th_key_next;
+	if ((key + stride) / t->nslots != key / t->nslots)
+		tier_count(t, TS_WRAPS, 1);
+	struct tier_rec img;
+	memset(&img, 0, offsetof(struct tier_rec, r_path));
+	img.r_state = REC_FREE;
+	img.r_key = key;
+	img.r_stride = stride;
+	img.r_size = (uint64_t)st.st_size;
+	img.r_ino = ino;
+	img.r_btime = btime_of(kfd);
+	struct {
+		struct file_handle fh;
+		unsigned char bytes[TIER_HANDLE_MAX];
+	} h;
+	h.fh.handle_bytes = TIER_HANDLE_MAX;
+	int mount_id;
+	if (name_to_handle_at(kfd, "", &h.fh, &mount_id, AT_EMPTY_PATH) == 0) {
+		img.r_htype = (uint32_t)h.fh.handle_type;
+		img.r_hlen = h.fh.handle_bytes;
+		memcpy(img.r_handle, h.fh.f_handle, h.fh.handle_bytes);
+	}
+	pm_store(r, &img, offsetof(struct tier_rec, r_path));
+	pm_flush(r, offsetof(struct tier_rec, r_path));
+	char path[4096];
+	if (tier_relpath(t, kfd, NULL, path, sizeof path) == 0)
+		rec_store_path(r, path);
+	else
+		pm_store4(&r->r_pathlen, 0);
+	pm_store8(&t->th->th_key_next, key + stride);
+	pm_flush(&t->th->th_key_next, 8);
+	pm_fence(); /* F1 */
+	rec_set_state(t, fid, REC_LIVE);
+	tf->size = (int64_t)st.st_size;
+	tf->opens = 1;
+	t->files[fid] = tf;
+	hash_insert(t, tf);
+	int b = bucket_of((uint64_t)st.st_size);
+	t->buckets[b]++;
+	tf->bucket = b;
+	pthread_mutex_unlock(&t->files_lock);
+	*out = tf;
+	return 0;
+}
+
+void tf_open_ref(struct tier *t, struct tier_file *tf)
+{
+	pthread_mutex_lock(&t->files_lock);
+	tf->opens++;
+	lru_remove(tf);
+	pthread_mutex_unlock(&t->files_lock);
+}
+
+void tf_open_put(struct tier *t, struct tier_file *tf)
+{
+	pthread_mutex_lock(&t->files_lock);
+	if (--tf->opens == 0) {
+		uint32_t st = t->recs[tf->fid].r_state;
+		if (st == REC_ORPHAN) {
+			/* The last user of a removed file: its chunks and record go. */
+			pthread_mutex_unlock(&t->files_lock);
+			tier_cache_drop_file(t, tf);
+			pthread_mutex_lock(&t->files_lock);
+			rec_free(t, tf);
+		} else if (tf->wfd >= 0 || tf->dfd >= 0) {
+			lru_add(t, tf);
+			while (t->nwfd > TIER_WFD_MAX && t->lru.lru_next != &t->lru) {
+				struct tier_file *old = t->lru.lru_next;
+				if (pthread_mutex_trylock(&old->flush_lock) != 0)
+					break;
+				lru_remove(old);
+				tf_close_fds(t, old);
+				pthread_mutex_unlock(&old->flush_lock);
+			}
+		}
+	}
+	pthread_mutex_unlock(&t->files_lock);
+}
+
+/* ---- finding a backing file again ------------------------------------------------- */
+
+/* Opens the record's file by handle or by path, checking its identity.
+ * -ENOENT: not there (removed, or never made durable). */
+static int rec_open(struct tier *t, const struct tier_rec *r, int flags)
+{
+	if (t->can_handles && r->r_hlen) {
+		struct {
+			struct file_handle fh;
+			unsigned char bytes[TIER_HANDLE_MAX];
+		} h;
+		h.fh.handle_bytes = r->r_hlen;
+		h.fh.handle_type = (int)r->r_htype;
+		memcpy(h.fh.f_handle, r->r_handle, r->r_hlen);
+		int fd = open_by_handle_at(t->root_fd, &h.fh, flags | O_CLOEXEC);
+		if (fd >= 0)
+			return fd;
+		if (errno == ESTALE)
+			return -ENOENT;
+	}
+	if (!r->r_pathlen || path_csum(r) != r->r_rsvd32)
+		return -ENOENT;
+	char path[TIER_PATH_MAX + 1];
+	memcpy(path, r->r_path, r->r_pathlen);
+	path[r->r_pathlen] = 0;
+	int fd = openat(t->root_fd, path, flags | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	struct stat st;
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != r->r_ino || !S_ISREG(st.st_mode) ||
+	    (r->r_btime && btime_of(fd) != r->r_btime)) {
+		close(fd);
+		return -ENOENT; /* another file took the name */
+	}
+	return fd;
+}
+
+/* Opens for writing a file whose mode forbids it (its owner wrote it, then
+ * made it read-only): chmod u+w for the open, then back. */
+static int open_readonly_file(struct tier *t, const struct tier_rec *r, int flags)
+{
+	int pfd = rec_open(t, r, O_PATH);
+	if (pfd < 0)
+		return pfd;
+	struct stat st;
+	char proc[64];
+	snprintf(proc, sizeof proc, "/proc/self/fd/%d", pfd);
+	int fd = -EACCES;
+	if (fstat(pfd, &st) == 0 && chmod(proc, st.st_mode | S_IWUSR) == 0) {
+		fd = open(proc, flags | O_CLOEXEC);
+		if (fd < 0)
+			fd = -errno;
+		if (chmod(proc, st.st_mode & 07777) != 0 && fd >= 0) {
+			close(fd);
+			fd = -EPERM;
+		}
+	}
+	close(pfd);
+	return fd;
+}
+
+int tf_wfd(struct tier *t, struct tier_file *tf, int direct)
+{
+	int *slot = direct ? &tf->dfd : &tf->wfd;
+	int fd = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+	if (fd >= 0)
+		return fd;
+	pthread_mutex_lock(&t->files_lock);
+	fd = *slot;
+	if (fd < 0) {
+		int flags = O_RDWR | (direct ? O_DIRECT : 0);
+		fd = rec_open(t, &t->recs[tf->fid], flags);
+		if (fd == -EACCES || fd == -EPERM)
+			fd = open_readonly_file(t, &t->recs[tf->fid], flags);
+		if (fd >= 0) {
+			__atomic_store_n(slot, fd, __ATOMIC_RELEASE);
+			t->nwfd++;
+		}
+	}
+	pthread_mutex_unlock(&t->files_lock);
+	return fd;
+}
+
+/* ---- renames ------------------------------------------------------------------------ */
+
+void tier_rec_moved(struct tier *t, const struct tier_move *mv, int n)
+{
+	int any = 0;
+	pthread_mutex_lock(&t->files_lock);
+	for (uint32_t fid = 1; fid < t->nrecs; fid++) {
+		struct tier_rec *r = &t->recs[fid];
+		if (r->r_state != REC_LIVE)
+			continue;
+		/* One pass over all moves: an exchange moves each side once. */
+		for (int i = 0; i < n; i++) {
+			const struct tier_move *m = &mv[i];
+			size_t ol = strlen(m->old);
+			const char *rest;
+			if (m->is_dir) {
+				if (r->r_pathlen <= ol || memcmp(r->r_path, m->old, ol) ||
+				    (ol && r->r_path[ol] != '/'))
+					continue;
+				rest = r->r_path + ol; /* "/..." */
+			} else {
+				/* Its path, or unknown (another name of it went away). */
+				if (r->r_ino != m->ino ||
+				    (r->r_pathlen &&
+				     (r->r_pathlen != ol || memcmp(r->r_path, m->old, ol))))
+					continue;
+				rest = r->r_path + r->r_pathlen;
+			}
+			char path[4096 + TIER_PATH_MAX];
+			int k = snprintf(path, sizeof path, "%s%.*s", m->new_,
+					 (int)(r->r_path + r->r_pathlen - rest), rest);
+			if (k < 0 || (size_t)k >= sizeof path)
+				path[0] = 0;
+			rec_store_path(r, path);
+			any = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&t->files_lock);
+	if (any)
+		pm_fence();
+}
+
+/* ---- the backing file's own metadata ------------------------------------------------ */
+
+int tier_sync_meta(struct tier *t, struct tier_file *tf)
+{
+	struct tier_rec *r = &t->recs[tf->fid];
+	if (!(r->r_flags & REC_META_STALE))
+		return 0;
+	int fd = tf_wfd(t, tf, 0);
+	if (fd < 0)
+		return fd;
+	struct stat st;
+	if (fstat(fd, &st) != 0)
+		return -errno;
+	if ((uint64_t)st.st_size != r->r_size && ftruncate(fd, (off_t)r->r_size) != 0)
+		return fr_err(-errno, "setting the size of a backing file: %s", strerror(errno));
+	if (r->r_mtime) {
+		struct timespec ts[2] = {{0, UTIME_OMIT},
+					 {r->r_mtime / 1000000000LL, r->r_mtime % 1000000000LL}};
+		if (futimens(fd, ts) != 0)
+			return -errno;
+	}
+	pm_store4(&r->r_flags, r->r_flags & ~REC_META_STALE);
+	pm_persist(&r->r_flags, 4);
+	return 0;
+}
+
+/* ---- after a crash ------------------------------------------------------------------- */
+
+static int lost_found_fd(struct tier *t)
+{
+	if (mkdirat(t->root_fd, ".ferrite-lost+found", 0700) != 0 && errno != EEXIST)
+		return -errno;
+	int fd = openat(t->root_fd, ".ferrite-lost+found", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	return fd < 0 ? -errno : fd;
+}
+
+/* A LIVE record whose file cannot be found: its data was acknowledged, so
+ * the file is made again at its path if that is free, else in
+ * .ferrite-lost+found (named after the record). */
+static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
+{
+	struct tier_rec *r = &t->recs[fid];
+	char path[TIER_PATH_MAX + 64];
+	int fd = -1;
+	if (r->r_pathlen && path_csum(r) == r->r_rsvd32) {
+		memcpy(path, r->r_path, r->r_pathlen);
+		path[r->r_pathlen] = 0;
+		fd = openat(t->root_fd, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+	}
+	if (fd < 0) {
+		int lf = lost_found_fd(t);
+		if (lf < 0)
+			return lf;
+		snprintf(path, sizeof path, ".ferrite-lost+found/file-%u-%llu", fid,
+			 (unsigned long long)r->r_ino);
+		fd = openat(t->root_fd, path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			    0600);
+		close(lf);
+		if (fd < 0)
+			return -errno;
+		fprintf(stderr,
+			"ferrite: a file with data in the cache was not found in %s; "
+			"its data is in %s/%s\n",
+			t->backing, t->backing, path);
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0) {
+		close(fd);
+		return -errno;
+	}
+	pthread_mutex_lock(&t->files_lock);
+	if (tf_lookup(t, tf->ino) == tf)
+		hash_remove(t, tf);
+	tf->ino = (uint64_t)st.st_ino;
+	hash_insert(t, tf);
+	pthread_mutex_unlock(&t->files_lock);
+	pm_store8(&r->r_ino, (uint64_t)st.st_ino);
+	pm_store8(&r->r_btime, (uint64_t)btime_of(fd));
+	pm_store4(&r->r_hlen, 0);
+	pm_flush(r, 128);
+	rec_store_path(r, path);
+	pm_store4(&r->r_flags, r->r_flags | REC_META_STALE);
+	pm_flush(&r->r_flags, 4);
+	pm_fence();
+	tf->wfd = fd;
+	t->nwfd++;
+	return 0;
+}
+
+int tier_files_recover(struct tier *t)
+{
+	for (uint32_t fid = 1; fid < t->nrecs; fid++) {
+		struct tier_rec *r = &t->recs[fid];
+		struct tier_file *tf = t->files[fid];
+		if (r->r_state == REC_FREE || !tf)
+			continue;
+		int fd = rec_open(t, r, O_PATH);
+		struct stat st = {0};
+		int present = fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink > 0;
+		if (fd >= 0)
+			close(fd);
+		if (r->r_state == REC_DYING || r->r_state == REC_ORPHAN) {
+			if (present) { /* the removal did not happen, or did not last */
+				rec_set_state(t, fid, REC_LIVE);
+				pthread_mutex_lock(&t->files_lock);
+				if (!tf_lookup(t, tf->ino))
+					hash_insert(t, tf);
+				pthread_mutex_unlock(&t->files_lock);
+			} else {
+				tier_cache_drop_file(t, tf);
+				pthread_mutex_lock(&t->files_lock);
+				rec_free(t, tf);
+				pthread_mutex_unlock(&t->files_lock);
+			}
+			continue;
+		}
+		if (!present) {
+			if (__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED) == 0 && !r->r_size) {
+				pthread_mutex_lock(&t->files_lock);
+				rec_free(t, tf);
+				pthread_mutex_unlock(&t->files_lock);
+				continue;
+			}
+			int rc = rec_remake(t, fid, tf);
+			if (rc)
+				return fr_err(rc, "cannot recreate a file of the cache in %s: %s",
+					      t->backing, strerror(-rc > 0 ? -rc : EIO));
+			continue;
+		}
+		/* C3: nothing of the backing file beyond the record's size. */
+		if ((uint64_t)st.st_size > r->r_size) {
+			pm_store4(&r->r_flags, r->r_flags | REC_META_STALE);
+			pm_persist(&r->r_flags, 4);
+			int rc = tier_sync_meta(t, tf);
+			if (rc)
+				return rc;
+		}
+	}
+	return 0;
+}

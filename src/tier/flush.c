@@ -1,0 +1,334 @@
+/*
+ * flush.c -- draining dirty chunks to the backing files (First Responder's
+ * periodic flush, HasFS's checkpoint).
+ *
+ * Every flush_ms the flusher takes the dirty chunks (a DRAM bitmap mirrors
+ * the D bits), writes them to their files in runs of contiguous chunks
+ * (O_DIRECT where the backing file system takes it), syncs the backing file
+ * system once, and then clears the D bit of each chunk that still holds the
+ * content it wrote. In epoch mode it also ends the open epoch every epoch_ms.
+ *
+ * Invariants: L1 a D bit is cleared only after the very content it marks is
+ *               durable in the backing file (same tag, same seq, checked
+ *               under the slot lock after the sync);
+ *             L2 a chunk's content is written while its file's flush lock is
+ *               held, after it was copied under its slot lock: a newer
+ *               version is written later, by a flush that takes the same
+ *               lock, so the backing file never goes back to older bytes.
+ * Crash argument: clearing D is the only PM change; if it is lost the chunk
+ *   is written again after recovery, which is harmless.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "tier/tier.h"
+
+#define ROUND_MAX  16384 /* chunks per round */
+#define RUN_CHUNKS 256	 /* chunks per write (1 MiB) */
+
+struct fchunk {
+	uint32_t fid;
+	uint64_t idx;
+	uint64_t c;
+	uint64_t tag, seq; /* as copied */
+	int written;
+};
+
+static int fchunk_cmp(const void *a, const void *b)
+{
+	const struct fchunk *x = a, *y = b;
+	if (x->fid != y->fid)
+		return x->fid < y->fid ? -1 : 1;
+	return x->idx < y->idx ? -1 : x->idx > y->idx;
+}
+
+/* Writes n bytes of buf at off, full chunks through O_DIRECT if possible. */
+static int put_run(struct tier *t, struct tier_file *tf, const char *buf, uint64_t off, uint64_t n)
+{
+	uint64_t full = n & ~(uint64_t)(TIER_CHUNK_SIZE - 1);
+	uint64_t done = 0;
+	if (full && t->backing_has_direct) {
+		int dfd = tf_wfd(t, tf, 1);
+		if (dfd >= 0) {
+			while (done < full) {
+				ssize_t w =
+				    pwrite(dfd, buf + done, full - done, (off_t)(off + done));
+				if (w <= 0) {
+					if (w < 0 && errno == EINTR)
+						continue;
+					break; /* fall back to the buffered descriptor */
+				}
+				done += (uint64_t)w;
+			}
+		}
+	}
+	int fd = tf_wfd(t, tf, 0);
+	if (fd < 0)
+		return fd;
+	while (done < n) {
+		ssize_t w = pwrite(fd, buf + done, n - done, (off_t)(off + done));
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0) {
+			int e = w < 0 ? errno : ENOSPC;
+			if (t->live)
+				t->live->backing_errno = (uint64_t)e;
+			tier_count(t, TS_FLUSH_ERRORS, 1);
+			return fr_err(-e, "writing back to %s: %s", t->backing, strerror(e));
+		}
+		done += (uint64_t)w;
+	}
+	return 0;
+}
+
+/* Copies and writes the chunks of one file, fc[0..n), sorted by index. */
+static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, size_t n)
+{
+	pthread_mutex_lock(&tf->flush_lock);
+	struct tier_rec *r = &t->recs[tf->fid];
+	size_t i = 0;
+	while (i < n) {
+		/* A run of contiguous chunks. */
+		uint64_t start = fc[i].idx, len = 0;
+		size_t j = i;
+		while (j < n && fc[j].idx == start + (j - i) && j - i < RUN_CHUNKS) {
+			struct fchunk *f = &fc[j];
+			uint64_t s = f->c / 2;
+			pthread_mutex_t *lk = slot_lock(t, s);
+			pthread_mutex_lock(lk);
+			uint64_t tag = tag_of(t, f->c);
+			int ok = (tag & (TAG_V | TAG_D)) == (TAG_V | TAG_D) && !(tag & TAG_C) &&
+				 tag_fid(tag) == f->fid && tag_idx(tag) == f->idx;
+			uint64_t size = r->r_size, at = f->idx << TIER_CHUNK_SHIFT;
+			if (ok) {
+				f->tag = tag;
+				f->seq = chunk_desc(t, f->c)->d_seq;
+				if (at < size) {
+					memcpy(t->bounce + (j - i) * TIER_CHUNK_SIZE,
+					       chunk_data(t, f->c), TIER_CHUNK_SIZE);
+					len = FR_MIN((j - i + 1) * (uint64_t)TIER_CHUNK_SIZE,
+						     size - (start << TIER_CHUNK_SHIFT));
+				}
+				f->written = 1;
+			}
+			pthread_mutex_unlock(lk);
+			if (!ok) {
+				j++;
+				break; /* the run ends at a chunk that changed */
+			}
+			j++;
+		}
+		/* The chunks whose bytes are beyond the size need no write. */
+		if (len && put_run(t, tf, t->bounce, start << TIER_CHUNK_SHIFT, len) != 0)
+			for (size_t k = i; k < j; k++)
+				fc[k].written = 0; /* stays dirty: try again next round */
+		i = j;
+	}
+	pthread_mutex_unlock(&tf->flush_lock);
+}
+
+/* One round: returns the chunks made clean, or -errno. */
+static int64_t flush_round(struct tier *t, struct tier_file *only, int *left)
+{
+	struct fchunk *fc = malloc(ROUND_MAX * sizeof(*fc));
+	if (!fc)
+		return -ENOMEM;
+	size_t n = 0;
+	uint64_t words = (t->nchunks + 63) / 64;
+	*left = 0;
+	for (uint64_t w = 0; w < words; w++) {
+		for (uint64_t b = __atomic_load_n(&t->dirty_bits[w], __ATOMIC_RELAXED); b;
+		     b &= b - 1) {
+			uint64_t c = w * 64 + (uint64_t)__builtin_ctzll(b);
+			uint64_t tag = tag_of(t, c);
+			if ((tag & (TAG_V | TAG_D)) != (TAG_V | TAG_D) || (tag & TAG_C))
+				continue;
+			if (only && tag_fid(tag) != only->fid)
+				continue;
+			if (n == ROUND_MAX) {
+				*left = 1;
+				goto collected;
+			}
+			fc[n++] = (struct fchunk){tag_fid(tag), tag_idx(tag), c, 0, 0, 0};
+		}
+	}
+collected:
+	if (!n) {
+		free(fc);
+		return 0;
+	}
+	qsort(fc, n, sizeof(*fc), fchunk_cmp);
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j < n && fc[j].fid == fc[i].fid)
+			j++;
+		struct tier_file *tf = t->files[fc[i].fid];
+		if (tf)
+			flush_file(t, tf, fc + i, j - i);
+		i = j;
+	}
+	/* Make everything written durable: data and the namespace around it. */
+	if (syncfs(t->root_fd) != 0) {
+		int e = errno;
+		free(fc);
+		tier_count(t, TS_FLUSH_ERRORS, 1);
+		return fr_err(-e, "syncing %s: %s", t->backing, strerror(e));
+	}
+	int64_t cleaned = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct fchunk *f = &fc[i];
+		if (!f->written)
+			continue;
+		pthread_mutex_t *lk = slot_lock(t, f->c / 2);
+		pthread_mutex_lock(lk);
+		/* L1: only if it still holds what was written. */
+		if (tag_of(t, f->c) == f->tag && chunk_desc(t, f->c)->d_seq == f->seq) {
+			struct tier_desc *d = chunk_desc(t, f->c);
+			uint64_t tag = f->tag & ~TAG_D;
+			pm_store8(&d->d_tag, tag);
+			pm_flush(&d->d_tag, 8);
+			tier_dirty_mark(t, f->c, 0);
+			struct tier_file *tf = t->files[f->fid];
+			if (tf)
+				__atomic_fetch_sub(&tf->ndirty, 1, __ATOMIC_RELAXED);
+			cleaned++;
+		}
+		pthread_mutex_unlock(lk);
+	}
+	pm_fence();
+	/* Closed files now clean: their backing size and mtime catch up. */
+	for (size_t i = 0; i < n; i++) {
+		if (i && fc[i].fid == fc[i - 1].fid)
+			continue;
+		struct tier_file *tf = t->files[fc[i].fid];
+		if (!tf || __atomic_load_n(&tf->ndirty, __ATOMIC_RELAXED))
+			continue;
+		pthread_mutex_lock(&t->files_lock);
+		int closed = tf->opens == 0;
+		pthread_mutex_unlock(&t->files_lock);
+		if (closed && pthread_mutex_trylock(&tf->flush_lock) == 0) {
+			tier_sync_meta(t, tf);
+			pthread_mutex_unlock(&tf->flush_lock);
+		}
+	}
+	free(fc);
+	return cleaned;
+}
+
+int tier_drain(struct tier *t, struct tier_file *only)
+{
+	for (int tries = 0;; tries++) {
+		int left;
+		int64_t r = flush_round(t, only, &left);
+		if (r < 0)
+			return (int)r;
+		if (r > 0)
+			tier_count(t, TS_FLUSH_ROUNDS, 1);
+		uint64_t dirty = only ? __atomic_load_n(&only->ndirty, __ATOMIC_RELAXED)
+				      : __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED);
+		if (!dirty)
+			break;
+		if (r == 0 && !left && tries > 3)
+			return fr_err(-EIO, "%llu dirty chunks could not be written back to %s",
+				      (unsigned long long)dirty, t->backing);
+	}
+	/* Every record's backing file takes its size and time. */
+	for (uint32_t fid = 1; fid < t->nrecs; fid++) {
+		struct tier_file *tf = t->files[fid];
+		if (!tf || (only && tf != only) || t->recs[fid].r_state != REC_LIVE)
+			continue;
+		pthread_mutex_lock(&tf->flush_lock);
+		int rc = tier_sync_meta(t, tf);
+		pthread_mutex_unlock(&tf->flush_lock);
+		if (rc)
+			return rc;
+	}
+	if (syncfs(t->root_fd) != 0)
+		return fr_err(-errno, "syncing %s: %s", t->backing, strerror(errno));
+	return 0;
+}
+
+static void *flusher_main(void *arg)
+{
+	struct tier *t = arg;
+	struct timespec last_epoch;
+	clock_gettime(CLOCK_MONOTONIC, &last_epoch);
+	pthread_mutex_lock(&t->flush_mx);
+	while (!t->stop) {
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		unsigned period = t->flush_ms ? t->flush_ms : 10;
+		if (t->consistency == TIER_EPOCH && t->epoch_ms < period)
+			period = t->epoch_ms ? t->epoch_ms : period;
+		until.tv_nsec += (long)period * 1000000L;
+		until.tv_sec += until.tv_nsec / 1000000000L;
+		until.tv_nsec %= 1000000000L;
+		if (!t->flush_now)
+			pthread_cond_timedwait(&t->flush_cv, &t->flush_mx, &until);
+		t->flush_now = 0;
+		if (t->stop)
+			break;
+		pthread_mutex_unlock(&t->flush_mx);
+		if (t->consistency == TIER_EPOCH) {
+			struct timespec now;
+			clock_gettime(CLOCK_MONOTONIC, &now);
+			int64_t ms = (now.tv_sec - last_epoch.tv_sec) * 1000 +
+				     (now.tv_nsec - last_epoch.tv_nsec) / 1000000;
+			if (ms >= (int64_t)t->epoch_ms) {
+				tier_epoch_commit(t);
+				last_epoch = now;
+			}
+		}
+		/* N3 (ns.c): names changed since the last sync become durable. */
+		if (__atomic_exchange_n(&t->ns_dirty, 0, __ATOMIC_ACQ_REL) &&
+		    !__atomic_load_n(&t->ndirty, __ATOMIC_RELAXED))
+			syncfs(t->root_fd);
+		int left = 1;
+		while (left && !t->stop && __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED)) {
+			int64_t r = flush_round(t, NULL, &left);
+			if (r > 0) {
+				tier_count(t, TS_FLUSH_ROUNDS, 1);
+				tier_count(t, TS_FLUSH_PERIODIC, (uint64_t)r);
+			}
+			if (r <= 0)
+				break;
+		}
+		if (t->live) {
+			t->live->valid_chunks = __atomic_load_n(&t->nvalid, __ATOMIC_RELAXED);
+			t->live->dirty_chunks = __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED);
+		}
+		pthread_mutex_lock(&t->flush_mx);
+	}
+	pthread_mutex_unlock(&t->flush_mx);
+	return NULL;
+}
+
+int tier_flusher_start(struct tier *t)
+{
+	if (posix_memalign((void **)&t->bounce, 4096, RUN_CHUNKS * TIER_CHUNK_SIZE))
+		return -ENOMEM;
+	pthread_mutex_init(&t->flush_mx, NULL);
+	pthread_cond_init(&t->flush_cv, NULL);
+	t->stop = 0;
+	int rc = pthread_create(&t->flusher, NULL, flusher_main, t);
+	if (rc)
+		return -rc;
+	t->flusher_started = 1;
+	return 0;
+}
+
+void tier_flusher_stop(struct tier *t)
+{
+	if (!t->flusher_started)
+		return;
+	pthread_mutex_lock(&t->flush_mx);
+	t->stop = 1;
+	pthread_cond_signal(&t->flush_cv);
+	pthread_mutex_unlock(&t->flush_mx);
+	pthread_join(t->flusher, NULL);
+	t->flusher_started = 0;
+}

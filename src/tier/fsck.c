@@ -1,0 +1,191 @@
+/*
+ * fsck.c -- consistency check of an unmounted tiered pool.
+ *
+ * Checked: the superblock and tier header, the backing directory and its
+ * identity, every record (state, key, path), every tag (names a record, at
+ * most one version of a chunk, not beyond its file's size, no write left
+ * incomplete) and the epoch journal. What a mount's recovery settles
+ * (interrupted writes, a pending journal entry, records of files removed or
+ * never made durable) is reported and, with repair, fixed by mounting and
+ * unmounting the pool; damage recovery cannot explain is left uncorrected.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "meta/meta.h"
+#include "tier/tier.h"
+#include "tier/tier_api.h"
+
+struct check {
+	fr_report_fn report;
+	void *arg;
+	uint64_t damaged;     /* not explained by a crash */
+	uint64_t recoverable; /* a mount's recovery settles it */
+};
+
+#define DAMAGE(k, ...)                                                                             \
+	do {                                                                                       \
+		(k)->damaged++;                                                                    \
+		fr_report((k)->report, (k)->arg, __VA_ARGS__);                                     \
+	} while (0)
+#define PENDING(k, ...)                                                                            \
+	do {                                                                                       \
+		(k)->recoverable++;                                                                \
+		fr_report((k)->report, (k)->arg, __VA_ARGS__);                                     \
+	} while (0)
+
+static void check_pool(const char *pool, struct check *k,
+		       void (*progress)(void *, uint64_t, uint64_t), void *parg)
+{
+	int fd = open(pool, O_RDONLY | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		DAMAGE(k, "%s: cannot open: %s", pool, strerror(errno));
+		if (fd >= 0)
+			close(fd);
+		return;
+	}
+	struct fr_super sb;
+	const char *why;
+	if (pread(fd, &sb, sizeof sb, 0) != (ssize_t)sizeof sb ||
+	    meta_super_check_common(&sb, (uint64_t)st.st_size, &why) != 0) {
+		DAMAGE(k, "superblock: %s", why);
+		close(fd);
+		return;
+	}
+	size_t size = sb.sb_pool_size;
+	char *img = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	close(fd);
+	if (img == MAP_FAILED) {
+		DAMAGE(k, "cannot map the pool: %s", strerror(errno));
+		return;
+	}
+	const struct tier_header *th = (const struct tier_header *)(img + TIER_HDR_OFF);
+	if (th->th_magic != TIER_MAGIC || th->th_nslots < 16 ||
+	    th->th_data_off + th->th_nslots * 2 * TIER_CHUNK_SIZE > size ||
+	    th->th_desc_off + th->th_nslots * 2 * 64 > th->th_data_off ||
+	    th->th_rec_off + (uint64_t)th->th_nrecs * TIER_REC_SIZE > th->th_journal_off ||
+	    th->th_nrecs > (1u << TAG_FID_BITS)) {
+		DAMAGE(k, "tier header damaged");
+		munmap(img, size);
+		return;
+	}
+	int bfd = open(th->th_backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (bfd < 0)
+		DAMAGE(k, "backing directory %s: %s", th->th_backing, strerror(errno));
+	const struct tier_rec *recs = (const struct tier_rec *)(img + th->th_rec_off);
+	const struct tier_desc *desc = (const struct tier_desc *)(img + th->th_desc_off);
+	uint64_t nchunks = th->th_nslots * 2;
+	for (uint32_t fid = 1; fid < th->th_nrecs; fid++) {
+		const struct tier_rec *r = &recs[fid];
+		switch (r->r_state) {
+		case REC_FREE:
+		case REC_LIVE:
+			break;
+		case REC_DYING:
+			PENDING(k, "record %u: a removal was interrupted", fid);
+			break;
+		case REC_ORPHAN:
+			PENDING(k, "record %u: a removed file was still open at a crash", fid);
+			break;
+		default:
+			DAMAGE(k, "record %u: unknown state %#x", fid, r->r_state);
+			continue;
+		}
+		if (r->r_state == REC_FREE)
+			continue;
+		if (r->r_pathlen > TIER_PATH_MAX ||
+		    (r->r_pathlen && fr_crc32c(0, r->r_path, r->r_pathlen) != r->r_rsvd32))
+			PENDING(k, "record %u: its path was being changed", fid);
+		if (r->r_state == REC_LIVE && bfd >= 0 && r->r_pathlen &&
+		    r->r_pathlen <= TIER_PATH_MAX) {
+			char path[TIER_PATH_MAX + 1];
+			memcpy(path, r->r_path, r->r_pathlen);
+			path[r->r_pathlen] = 0;
+			struct stat fst;
+			if (fstatat(bfd, path, &fst, AT_SYMLINK_NOFOLLOW) != 0 ||
+			    (uint64_t)fst.st_ino != r->r_ino)
+				PENDING(k, "record %u: %s/%s is not in the backing directory", fid,
+					th->th_backing, path);
+			else if ((uint64_t)fst.st_size > r->r_size)
+				PENDING(k, "record %u: %s/%s is longer than the file (%llu > %llu)",
+					fid, th->th_backing, path, (unsigned long long)fst.st_size,
+					(unsigned long long)r->r_size);
+		}
+	}
+	for (uint64_t c = 0; c < nchunks; c++) {
+		if (progress && c % 65536 == 0)
+			progress(parg, c, nchunks);
+		uint64_t tag = desc[c].d_tag;
+		if (!(tag & TAG_V))
+			continue;
+		uint32_t fid = tag_fid(tag);
+		if (!fid || fid >= th->th_nrecs || recs[fid].r_state == REC_FREE) {
+			DAMAGE(k, "chunk %llu: belongs to no file (record %u)",
+			       (unsigned long long)c, fid);
+			continue;
+		}
+		if (tag & TAG_C)
+			PENDING(k, "chunk %llu: %s", (unsigned long long)c,
+				th->th_consistency == TIER_EPOCH ? "a page of an unfinished epoch"
+								 : "a write was interrupted");
+		else if ((tag_idx(tag) << TIER_CHUNK_SHIFT) >= recs[fid].r_size)
+			PENDING(k, "chunk %llu: beyond the end of its file", (unsigned long long)c);
+		if ((c & 1) && (desc[c - 1].d_tag & TAG_V) && tag_same(desc[c - 1].d_tag, tag))
+			PENDING(k,
+				"slot %llu: two versions of one chunk (an overwrite was cut short)",
+				(unsigned long long)(c / 2));
+	}
+	if (th->th_consistency == TIER_EPOCH && th->th_journal_size >= 64) {
+		const struct tier_ejournal *j =
+		    (const struct tier_ejournal *)(img + th->th_journal_off);
+		if (j->ej_magic == EJ_MAGIC && j->ej_epoch > j->ej_applied)
+			PENDING(k, "epoch %llu: its journal entry is not applied yet",
+				(unsigned long long)j->ej_epoch);
+	}
+	if (progress)
+		progress(parg, nchunks, nchunks);
+	if (bfd >= 0)
+		close(bfd);
+	munmap(img, size);
+}
+
+int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
+	      void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
+	      void *progress_arg)
+{
+	fr_err_clear();
+	if (!pool)
+		pool = ferrite_default_pool();
+	/* Nobody may use the pool meanwhile. */
+	struct pool p;
+	int rc = pool_open(&p, pool, 0);
+	if (rc)
+		return fr_err_finish(rc);
+	struct check k = {report, report_arg, 0, 0};
+	check_pool(pool, &k, progress, progress_arg);
+	pool_close(&p);
+	if (k.damaged)
+		return FERRITE_FSCK_UNCORRECTED;
+	if (!k.recoverable)
+		return FERRITE_FSCK_CLEAN;
+	if (!repair)
+		return FERRITE_FSCK_UNCORRECTED;
+	ferrite_fs *fs;
+	rc = tier_mount(pool, NULL, &fs);
+	if (rc) {
+		fr_report(report, report_arg, "recovery failed: %s", fr_err_get());
+		return FERRITE_FSCK_UNCORRECTED;
+	}
+	tier_unmount(fs);
+	struct check again = {report, report_arg, 0, 0};
+	check_pool(pool, &again, NULL, NULL);
+	return again.damaged || again.recoverable ? FERRITE_FSCK_UNCORRECTED
+						  : FERRITE_FSCK_CORRECTED;
+}

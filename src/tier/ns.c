@@ -1,0 +1,1654 @@
+/*
+ * ns.c -- the tier engine's side of the C API: descriptors, the namespace
+ * (carried out in the backing file system) and the data calls (through the
+ * cache).
+ *
+ * A tier descriptor holds a kernel descriptor on the backing object. Paths
+ * are resolved by the kernel below the backing directory: openat2 with
+ * RESOLVE_BENEATH from the starting directory, and when that is refused (an
+ * absolute symbolic link, ".." above the start) again from the backing root
+ * with RESOLVE_IN_ROOT, so nothing ever leads out of the tree: "/" is the
+ * backing directory, as it is the pool's root for the pm engine. Calls that
+ * change a name resolve the parent directory that way and hand the last
+ * component to the kernel.
+ *
+ * Invariants: N1 the cache is the only way file data moves: the kernel
+ *               descriptors are opened without O_TRUNC and O_APPEND, which
+ *               the tier carries out itself;
+ *             N2 removing a file with a record goes through DYING (files.c
+ *               F3), so a crash between the two never loses or resurrects
+ *               data;
+ *             N3 every name change sets ns_dirty: the flusher syncs the
+ *               backing file system within a flush period, so names become
+ *               durable as fast as the data behind them drains.
+ * Credentials set with ferrite_set_creds() become the thread's file-system
+ * uid, gid and groups for the kernel calls (a root daemon serving others).
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include "fs/fs.h"
+#include "tier/tier.h"
+#include "tier/tier_api.h"
+
+#define TIER_END(rc)	(pm_op_end_check(__func__), fr_err_finish(rc))
+#define TIER_END_SS(rc) tier_end_ss((rc), __func__)
+static inline ssize_t tier_end_ss(ssize_t rc, const char *fn)
+{
+	(void)fn;
+	pm_op_end_check(fn);
+	if (rc < 0)
+		fr_err_finish((int)rc);
+	return rc;
+}
+
+#define BEGIN(fs)                                                                                  \
+	struct tier *t = TIER(fs);                                                                 \
+	fr_err_clear();                                                                            \
+	tier_creds_apply()
+
+static const char *const POOL_XATTRS[] = {"user.ferrite.pool", "trusted.ferrite.pool"};
+
+/* ---- credentials ------------------------------------------------------------------ */
+
+static __thread int applied_state; /* 0: process credentials in force */
+static __thread uid_t applied_uid;
+static __thread gid_t applied_gid;
+
+void tier_creds_apply(void)
+{
+	if (!cred_is_explicit()) {
+		if (applied_state) {
+			syscall(SYS_setfsuid, geteuid());
+			syscall(SYS_setfsgid, getegid());
+			gid_t g[64];
+			int n = getgroups(64, g);
+			syscall(SYS_setgroups, n < 0 ? 0 : n, g);
+			applied_state = 0;
+		}
+		return;
+	}
+	const struct fs_cred *c = cred_get();
+	if (applied_state && applied_uid == c->uid && applied_gid == c->gid)
+		return;
+	/* Per thread: the raw calls, not glibc's (which apply to every thread). */
+	syscall(SYS_setgroups, c->ngroups, c->groups);
+	syscall(SYS_setfsgid, c->gid);
+	syscall(SYS_setfsuid, c->uid);
+	applied_state = 1;
+	applied_uid = c->uid;
+	applied_gid = c->gid;
+}
+
+/* ---- descriptors --------------------------------------------------------------------- */
+
+static int tfd_install(struct tier *t, struct tier_ofile *of)
+{
+	pthread_mutex_lock(&t->fd_lock);
+	int fd = -1;
+	for (int i = t->fd_free_hint; i < t->fd_cap; i++)
+		if (!t->fds[i]) {
+			fd = i;
+			break;
+		}
+	if (fd < 0) {
+		int ncap = t->fd_cap ? t->fd_cap * 2 : 64;
+		if (ncap > (1 << 20)) {
+			pthread_mutex_unlock(&t->fd_lock);
+			return fr_err(-EMFILE, "too many open ferrite descriptors");
+		}
+		struct tier_ofile **n = realloc(t->fds, (size_t)ncap * sizeof(*n));
+		if (!n) {
+			pthread_mutex_unlock(&t->fd_lock);
+			return -ENOMEM;
+		}
+		memset(n + t->fd_cap, 0, (size_t)(ncap - t->fd_cap) * sizeof(*n));
+		fd = t->fd_cap;
+		t->fds = n;
+		t->fd_cap = ncap;
+	}
+	t->fds[fd] = of;
+	t->fd_free_hint = fd + 1;
+	pthread_mutex_unlock(&t->fd_lock);
+	return fd;
+}
+
+struct tier_ofile *tfd_get(struct tier *t, int fd)
+{
+	pthread_mutex_lock(&t->fd_lock);
+	struct tier_ofile *of = fd >= 0 && fd < t->fd_cap ? t->fds[fd] : NULL;
+	if (of)
+		__atomic_fetch_add(&of->refs, 1, __ATOMIC_RELAXED);
+	pthread_mutex_unlock(&t->fd_lock);
+	return of;
+}
+
+static void of_release(struct tier *t, struct tier_ofile *of)
+{
+	if (of->tf) {
+		struct tier_file *tf = of->tf;
+		if (!(of->flags & O_PATH) && (of->flags & O_ACCMODE) != O_RDONLY &&
+		    !__atomic_load_n(&tf->ndirty, __ATOMIC_RELAXED) &&
+		    pthread_mutex_trylock(&tf->flush_lock) == 0) {
+			/* Close of a written file: the backing file's size and
+			 * mtime catch up now if its chunks are drained already. */
+			tier_sync_meta(t, tf);
+			pthread_mutex_unlock(&tf->flush_lock);
+		}
+		tf_open_put(t, tf);
+	}
+	close(of->kfd);
+	pthread_mutex_destroy(&of->pos_lock);
+	free(of);
+}
+
+void tfd_put(struct tier *t, struct tier_ofile *of)
+{
+	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0)
+		of_release(t, of);
+}
+
+void tier_fds_close_all(struct tier *t)
+{
+	for (int i = 0; i < t->fd_cap; i++)
+		if (t->fds[i]) {
+			tfd_put(t, t->fds[i]);
+			t->fds[i] = NULL;
+		}
+	free(t->fds);
+	t->fds = NULL;
+	t->fd_cap = 0;
+}
+
+/* ---- path resolution ---------------------------------------------------------------- */
+
+/* The kernel directory a (dirfd, path) starts from; *held keeps a tier
+ * descriptor referenced for the call. Absolute paths start at the root. */
+static int start_dir(struct tier *t, int dirfd, const char *path, int *kdir, const char **rest,
+		     struct tier_ofile **held)
+{
+	*held = NULL;
+	if (path && path[0] == '/') {
+		while (*path == '/')
+			path++;
+		*kdir = t->root_fd;
+		*rest = *path ? path : ".";
+		return 0;
+	}
+	*rest = path;
+	if (dirfd == FERRITE_AT_ROOT) {
+		*kdir = t->root_fd;
+		return 0;
+	}
+	struct tier_ofile *of = tfd_get(t, dirfd);
+	if (!of)
+		return -EBADF;
+	if (path && *path && !S_ISDIR(of->type)) {
+		tfd_put(t, of);
+		return -ENOTDIR;
+	}
+	*kdir = of->kfd;
+	*held = of;
+	return 0;
+}
+
+static void end_dir(struct tier *t, struct tier_ofile *held)
+{
+	if (held)
+		tfd_put(t, held);
+}
+
+static long sys_openat2(int dirfd, const char *path, struct open_how *how)
+{
+	return syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
+}
+
+/* openat2 below kdir; refused escapes are resolved again from the root of
+ * the tree (where ".." stops and absolute links start). */
+static int t_open(struct tier *t, int kdir, const char *path, int flags, mode_t mode)
+{
+	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
+			       .mode = (flags & O_CREAT) ? (mode & 07777) : 0,
+			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS};
+	long fd = sys_openat2(kdir, path, &how);
+	if (fd >= 0)
+		return (int)fd;
+	if (errno != EXDEV)
+		return -errno;
+	char rel[4096 + 256];
+	int rc = tier_relpath(t, kdir, path, rel, sizeof rel);
+	if (rc)
+		return rc == -EXDEV ? -ENOENT : rc;
+	how.resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS;
+	fd = sys_openat2(t->root_fd, rel[0] ? rel : ".", &how);
+	return fd >= 0 ? (int)fd : -errno;
+}
+
+/* A parent directory and the last component of a path (trailing slashes
+ * kept, the kernel judges them). *pfd is owned by the caller if != kdir. */
+struct parent {
+	int pfd;
+	int own;
+	char name[256 + 64];
+	struct tier_ofile *held;
+};
+
+static int get_parent(struct tier *t, int dirfd, const char *path, struct parent *p)
+{
+	memset(p, 0, sizeof(*p));
+	p->pfd = -1;
+	if (!path)
+		return -EFAULT;
+	if (!*path)
+		return -ENOENT;
+	if (strlen(path) >= 4096)
+		return -ENAMETOOLONG;
+	int kdir;
+	const char *rest;
+	int rc = start_dir(t, dirfd, path, &kdir, &rest, &p->held);
+	if (rc)
+		return rc;
+	/* Split off the last component (with its trailing slashes). */
+	size_t n = strlen(rest);
+	size_t e = n;
+	while (e > 0 && rest[e - 1] == '/')
+		e--;
+	size_t b = e;
+	while (b > 0 && rest[b - 1] != '/')
+		b--;
+	if (n - b >= sizeof p->name) {
+		end_dir(t, p->held);
+		return fr_err(-ENAMETOOLONG, "path component longer than 255 bytes");
+	}
+	memcpy(p->name, rest + b, n - b);
+	p->name[n - b] = 0;
+	if (e == 0) { /* "/" itself */
+		snprintf(p->name, sizeof p->name, ".");
+		p->pfd = kdir;
+		return 0;
+	}
+	if (b == 0) {
+		p->pfd = kdir;
+	} else {
+		char dir[4096];
+		memcpy(dir, rest, b);
+		dir[b] = 0;
+		int fd = t_open(t, kdir, dir, O_PATH | O_DIRECTORY, 0);
+		if (fd < 0) {
+			end_dir(t, p->held);
+			return fd;
+		}
+		p->pfd = fd;
+		p->own = 1;
+	}
+	/* ".." of the root is the root. */
+	if (p->pfd == t->root_fd && !strncmp(p->name, "..", 2) &&
+	    (p->name[2] == 0 || p->name[2] == '/'))
+		p->name[1] = 0;
+	return 0;
+}
+
+static void put_parent(struct tier *t, struct parent *p)
+{
+	if (p->own)
+		close(p->pfd);
+	end_dir(t, p->held);
+}
+
+/* An O_PATH descriptor on the object (dirfd, path) names; AT_EMPTY_PATH:
+ * dirfd's own. *own: the caller closes it. */
+static int get_obj(struct tier *t, int dirfd, const char *path, int flags, int *own)
+{
+	*own = 0;
+	if ((!path || !*path)) {
+		if (!(flags & AT_EMPTY_PATH))
+			return path ? -ENOENT : -EFAULT;
+		if (dirfd == FERRITE_AT_ROOT)
+			return t->root_fd;
+		struct tier_ofile *of = tfd_get(t, dirfd);
+		if (!of)
+			return -EBADF;
+		int fd = dup(of->kfd);
+		tfd_put(t, of);
+		if (fd < 0)
+			return -errno;
+		*own = 1;
+		return fd;
+	}
+	int kdir;
+	const char *rest;
+	struct tier_ofile *held;
+	int rc = start_dir(t, dirfd, path, &kdir, &rest, &held);
+	if (rc)
+		return rc;
+	int fd =
+	    t_open(t, kdir, rest, O_PATH | ((flags & AT_SYMLINK_NOFOLLOW) ? O_NOFOLLOW : 0), 0);
+	end_dir(t, held);
+	if (fd >= 0)
+		*own = 1;
+	return fd;
+}
+
+static void put_obj(int fd, int own)
+{
+	if (own)
+		close(fd);
+}
+
+static void proc_path(char *buf, size_t n, int fd)
+{
+	snprintf(buf, n, "/proc/self/fd/%d", fd);
+}
+
+/* ---- stat with the cache's view ----------------------------------------------------- */
+
+static void overlay_stat(struct tier *t, struct stat *st)
+{
+	if (!S_ISREG(st->st_mode))
+		return;
+	pthread_mutex_lock(&t->files_lock);
+	struct tier_file *tf = tf_lookup(t, (uint64_t)st->st_ino);
+	if (tf && t->recs[tf->fid].r_state != REC_FREE) {
+		struct tier_rec *r = &t->recs[tf->fid];
+		int epoch = t->consistency == TIER_EPOCH;
+		st->st_size = epoch ? (off_t)tf->size : (off_t)r->r_size;
+		int64_t m = epoch && tf->epoch_dirty ? tf->mtime : r->r_mtime;
+		if (m) {
+			st->st_mtim.tv_sec = m / 1000000000LL;
+			st->st_mtim.tv_nsec = m % 1000000000LL;
+			int64_t c =
+			    (int64_t)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
+			if (m > c)
+				st->st_ctim = st->st_mtim;
+		}
+		blkcnt_t cached = (blkcnt_t)(__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED) *
+					     (TIER_CHUNK_SIZE / 512));
+		if (st->st_blocks < cached)
+			st->st_blocks = cached;
+	}
+	pthread_mutex_unlock(&t->files_lock);
+}
+
+int tier_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags)
+{
+	BEGIN(fs);
+	if (!st)
+		return TIER_END(-EFAULT);
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_NO_AUTOMOUNT | AT_STATX_SYNC_TYPE))
+		return TIER_END(-EINVAL);
+	int own, fd = get_obj(t, dirfd, path, flags, &own);
+	if (fd < 0)
+		return TIER_END(fd);
+	int rc = fstat(fd, st) ? -errno : 0;
+	put_obj(fd, own);
+	if (!rc)
+		overlay_stat(t, st);
+	return TIER_END(rc);
+}
+
+int tier_fstat(ferrite_fs *fs, int fd, struct stat *st)
+{
+	BEGIN(fs);
+	if (!st)
+		return TIER_END(-EFAULT);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	int rc = fstat(of->kfd, st) ? -errno : 0;
+	tfd_put(t, of);
+	if (!rc)
+		overlay_stat(t, st);
+	return TIER_END(rc);
+}
+
+int tier_statvfs(ferrite_fs *fs, struct statvfs *sv)
+{
+	BEGIN(fs);
+	if (!sv)
+		return TIER_END(-EFAULT);
+	return TIER_END(fstatvfs(t->root_fd, sv) ? -errno : 0);
+}
+
+int tier_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags)
+{
+	BEGIN(fs);
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH | AT_EACCESS))
+		return TIER_END(-EINVAL);
+	if (mode & ~(F_OK | R_OK | W_OK | X_OK))
+		return TIER_END(-EINVAL);
+	int own, fd = get_obj(t, dirfd, path, flags, &own);
+	if (fd < 0)
+		return TIER_END(fd);
+	int rc = faccessat(fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) ? -errno : 0;
+	put_obj(fd, own);
+	return TIER_END(rc);
+}
+
+/* ---- attributes ------------------------------------------------------------------------ */
+
+int tier_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags)
+{
+	BEGIN(fs);
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
+		return TIER_END(-EINVAL);
+	int own, fd = get_obj(t, dirfd, path, flags, &own);
+	if (fd < 0)
+		return TIER_END(fd);
+	struct stat st;
+	int rc = fstat(fd, &st) ? -errno : 0;
+	if (!rc && S_ISLNK(st.st_mode))
+		rc = -EOPNOTSUPP;
+	char pp[64];
+	proc_path(pp, sizeof pp, fd);
+	if (!rc && chmod(pp, mode & 07777) != 0)
+		rc = -errno;
+	put_obj(fd, own);
+	t->ns_dirty = 1;
+	return TIER_END(rc);
+}
+
+int tier_fchmod(ferrite_fs *fs, int fd, mode_t mode)
+{
+	return tier_fchmodat(fs, fd, "", mode, AT_EMPTY_PATH);
+}
+
+int tier_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
+{
+	BEGIN(fs);
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
+		return TIER_END(-EINVAL);
+	int own, fd = get_obj(t, dirfd, path, flags, &own);
+	if (fd < 0)
+		return TIER_END(fd);
+	int rc = fchownat(fd, "", uid, gid, AT_EMPTY_PATH) ? -errno : 0;
+	put_obj(fd, own);
+	t->ns_dirty = 1;
+	return TIER_END(rc);
+}
+
+int tier_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
+{
+	return tier_fchownat(fs, fd, "", uid, gid, AT_EMPTY_PATH);
+}
+
+/* A file with a record keeps its mtime there: a time set by hand replaces
+ * the last write's (and reaches the backing file when it drains). */
+static void note_utimes(struct tier *t, int fd, const struct timespec ts[2])
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return;
+	/* Not while an epoch commits: it publishes the epoch's times. */
+	pthread_rwlock_rdlock(&t->epoch_lock);
+	pthread_mutex_lock(&t->files_lock);
+	struct tier_file *tf = tf_lookup(t, (uint64_t)st.st_ino);
+	if (tf) {
+		struct tier_rec *r = &t->recs[tf->fid];
+		/* From the request, not the file: the flusher may set the
+		 * backing file's mtime meanwhile. */
+		int64_t m = !ts || ts[1].tv_nsec == UTIME_NOW
+				? tier_now_ns()
+				: (int64_t)ts[1].tv_sec * 1000000000LL + ts[1].tv_nsec;
+		if (!ts || ts[1].tv_nsec != UTIME_OMIT) {
+			pm_store8(&r->r_mtime, (uint64_t)m);
+			pm_store4(&r->r_flags, r->r_flags | REC_META_STALE);
+			pm_flush(&r->r_size, 16);
+			pm_flush(&r->r_flags, 4);
+			pm_fence();
+			tf->mtime = m;
+		}
+	}
+	pthread_mutex_unlock(&t->files_lock);
+	pthread_rwlock_unlock(&t->epoch_lock);
+}
+
+int tier_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct timespec times[2],
+		   int flags)
+{
+	BEGIN(fs);
+	if (flags & ~(AT_SYMLINK_NOFOLLOW | AT_EMPTY_PATH))
+		return TIER_END(-EINVAL);
+	if (!path && dirfd == FERRITE_AT_ROOT)
+		return TIER_END(-EINVAL);
+	int rc;
+	if (flags & AT_SYMLINK_NOFOLLOW && path && *path) {
+		struct parent p;
+		rc = get_parent(t, dirfd, path, &p);
+		if (rc)
+			return TIER_END(rc);
+		rc = utimensat(p.pfd, p.name, times, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+		if (!rc) {
+			int fd = openat(p.pfd, p.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			if (fd >= 0) {
+				note_utimes(t, fd, times);
+				close(fd);
+			}
+		}
+		put_parent(t, &p);
+	} else {
+		int own, fd = get_obj(t, dirfd, path ? path : "",
+				      flags | (path ? 0 : AT_EMPTY_PATH), &own);
+		if (fd < 0)
+			return TIER_END(fd);
+		char pp[64];
+		proc_path(pp, sizeof pp, fd);
+		rc = utimensat(AT_FDCWD, pp, times, 0) ? -errno : 0;
+		if (!rc)
+			note_utimes(t, fd, times);
+		put_obj(fd, own);
+	}
+	t->ns_dirty = 1;
+	return TIER_END(rc);
+}
+
+int tier_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
+{
+	return tier_utimensat(fs, fd, NULL, times, AT_EMPTY_PATH);
+}
+
+/* ---- opening -------------------------------------------------------------------------- */
+
+/* The mode the caller asked for, whatever the process umask took away. */
+static void exact_mode(int fd, const char *name, mode_t mode)
+{
+	struct stat st;
+	if (fstatat(fd, name ? name : "", &st, name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH) == 0 &&
+	    (st.st_mode & 07777) != (mode & 07777)) {
+		if (name)
+			fchmodat(fd, name, mode & 07777, 0);
+		else
+			fchmod(fd, mode & 07777);
+	}
+}
+
+/* Wraps a kernel descriptor; regular files opened for I/O join the cache.
+ * trunc: O_TRUNC, carried out through the cache (N1). */
+static int install(struct tier *t, int kfd, int flags, int trunc)
+{
+	struct stat st;
+	if (fstat(kfd, &st) != 0) {
+		int e = errno;
+		close(kfd);
+		return -e;
+	}
+	struct tier_ofile *of = calloc(1, sizeof(*of));
+	if (!of) {
+		close(kfd);
+		return -ENOMEM;
+	}
+	of->kfd = kfd;
+	of->flags = flags & (O_ACCMODE | O_APPEND | O_NONBLOCK | O_PATH | O_DIRECTORY | O_NOFOLLOW |
+			     O_CLOEXEC | O_DIRECT | O_SYNC | O_DSYNC);
+	of->refs = 1;
+	of->ino = (uint64_t)st.st_ino;
+	of->type = st.st_mode & S_IFMT;
+	pthread_mutex_init(&of->pos_lock, NULL);
+	int rc = 0;
+	if (S_ISREG(st.st_mode) && !(flags & O_PATH)) {
+		rc = tf_get_or_create(t, kfd, (uint64_t)st.st_ino, &of->tf);
+		if (!rc && of->tf && t->recs[of->tf->fid].r_btime) {
+			/* An inode number taken again by a new file (the old one went
+			 * outside the tier): the old record is stale. */
+			struct statx sx;
+			if (statx(kfd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) == 0 &&
+			    (sx.stx_mask & STATX_BTIME) &&
+			    (int64_t)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec !=
+				t->recs[of->tf->fid].r_btime) {
+				struct tier_file *old = of->tf;
+				of->tf = NULL;
+				tier_cache_drop_file(t, old);
+				pthread_mutex_lock(&t->files_lock);
+				if (--old->opens == 0)
+					rec_free(t, old);
+				pthread_mutex_unlock(&t->files_lock);
+				rc = tf_get_or_create(t, kfd, (uint64_t)st.st_ino, &of->tf);
+			}
+		}
+	}
+	if (!rc && trunc && of->tf) {
+		struct tier_file *tf = of->tf;
+		if (t->consistency == TIER_EPOCH) {
+			pthread_rwlock_wrlock(&t->epoch_lock);
+			rc = tier_epoch_commit_locked(t);
+		}
+		pthread_rwlock_wrlock(&tf->lock);
+		if (!rc)
+			rc = tier_cache_truncate(t, tf, kfd, 0);
+		pthread_rwlock_unlock(&tf->lock);
+		if (t->consistency == TIER_EPOCH) {
+			if (!rc)
+				rc = tier_epoch_commit_locked(t);
+			pthread_rwlock_unlock(&t->epoch_lock);
+		}
+	} else if (!rc && trunc && ftruncate(kfd, 0) != 0) {
+		rc = -errno;
+	}
+	if (rc) {
+		if (of->tf)
+			tf_open_put(t, of->tf);
+		close(kfd);
+		free(of);
+		return rc;
+	}
+	int fd = tfd_install(t, of);
+	if (fd < 0) {
+		if (of->tf)
+			tf_open_put(t, of->tf);
+		close(kfd);
+		free(of);
+	}
+	return fd;
+}
+
+/* Flags for the kernel descriptor (N1). */
+static int kernel_flags(int flags)
+{
+	int k = flags & ~(O_TRUNC | O_APPEND | O_DIRECT | O_SYNC | O_DSYNC | O_ASYNC);
+	return k | O_CLOEXEC;
+}
+
+int tier_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
+{
+	BEGIN(fs);
+	if (!path)
+		return TIER_END(-EFAULT);
+	if ((flags & O_CREAT) && (flags & O_DIRECTORY))
+		return TIER_END(-EINVAL);
+	if ((flags & __O_TMPFILE) == __O_TMPFILE)
+		return TIER_END(fr_err(-EOPNOTSUPP, "O_TMPFILE is not supported in tiered pools"));
+	if (flags & O_PATH)
+		flags &= O_PATH | O_NOFOLLOW | O_DIRECTORY | O_CLOEXEC;
+	int kdir;
+	const char *rest;
+	struct tier_ofile *held;
+	int rc = start_dir(t, dirfd, path, &kdir, &rest, &held);
+	if (rc)
+		return TIER_END(rc);
+	if (!*rest) {
+		end_dir(t, held);
+		return TIER_END(-ENOENT);
+	}
+	int kf = kernel_flags(flags), created = 0, kfd;
+	if ((flags & O_CREAT) && !(flags & O_EXCL)) {
+		/* Was it made here? Then its mode is set exactly (umask aside). */
+		kfd = t_open(t, kdir, rest, kf & ~O_CREAT, 0);
+		struct stat st;
+		if (kfd >= 0 && fstat(kfd, &st) == 0 && S_ISDIR(st.st_mode)) {
+			close(kfd); /* O_CREAT never opens a directory */
+			kfd = -EISDIR;
+		}
+		if (kfd == -ENOENT) {
+			kfd = t_open(t, kdir, rest, kf | O_EXCL, mode);
+			if (kfd == -EEXIST) /* a dangling symlink: its target is made */
+				kfd = t_open(t, kdir, rest, kf, mode);
+			created = kfd >= 0;
+		}
+	} else {
+		kfd = t_open(t, kdir, rest, kf, mode);
+		created = kfd >= 0 && (flags & O_CREAT);
+	}
+	end_dir(t, held);
+	if (kfd < 0)
+		return TIER_END(kfd);
+	if (created) {
+		exact_mode(kfd, NULL, mode);
+		t->ns_dirty = 1;
+	}
+	int trunc = (flags & O_TRUNC) && !created;
+	if (trunc) {
+		struct stat st;
+		if (fstat(kfd, &st) == 0 && S_ISDIR(st.st_mode)) {
+			close(kfd);
+			return TIER_END(-EISDIR);
+		} else if (!S_ISREG(st.st_mode)) {
+			trunc = 0;
+		} else if ((flags & O_ACCMODE) == O_RDONLY &&
+			   faccessat(kfd, "", W_OK, AT_EMPTY_PATH | AT_EACCESS) != 0) {
+			/* Linux truncates with O_RDONLY too, given write permission. */
+			int e = errno;
+			close(kfd);
+			return TIER_END(-e);
+		}
+	}
+	return TIER_END(install(t, kfd, flags, trunc));
+}
+
+int tier_reopen(ferrite_fs *fs, int fd, int flags)
+{
+	BEGIN(fs);
+	if (flags & (O_CREAT | O_EXCL))
+		return TIER_END(-EINVAL);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	char pp[64];
+	proc_path(pp, sizeof pp, of->kfd);
+	int kfd = open(pp, kernel_flags(flags) & ~O_NOFOLLOW);
+	tfd_put(t, of);
+	if (kfd < 0)
+		return TIER_END(-errno);
+	int trunc = (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
+	return TIER_END(install(t, kfd, flags, trunc));
+}
+
+/* Closes a descriptor; keeps the thread's error message. */
+static int tfd_close(struct tier *t, int fd)
+{
+	pthread_mutex_lock(&t->fd_lock);
+	struct tier_ofile *of = fd >= 0 && fd < t->fd_cap ? t->fds[fd] : NULL;
+	if (of) {
+		t->fds[fd] = NULL;
+		if (fd < t->fd_free_hint)
+			t->fd_free_hint = fd;
+	}
+	pthread_mutex_unlock(&t->fd_lock);
+	if (!of)
+		return -EBADF;
+	tfd_put(t, of);
+	return 0;
+}
+
+int tier_close(ferrite_fs *fs, int fd)
+{
+	BEGIN(fs);
+	return TIER_END(tfd_close(t, fd));
+}
+
+int tier_dup(ferrite_fs *fs, int fd)
+{
+	BEGIN(fs);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	int nfd = tfd_install(t, of); /* keeps the reference tfd_get took */
+	if (nfd < 0)
+		tfd_put(t, of);
+	return TIER_END(nfd);
+}
+
+int tier_getfl(ferrite_fs *fs, int fd)
+{
+	BEGIN(fs);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	int fl = of->flags & (O_ACCMODE | O_APPEND | O_NONBLOCK | O_PATH | O_DIRECTORY);
+	tfd_put(t, of);
+	return TIER_END(fl);
+}
+
+int tier_setfl(ferrite_fs *fs, int fd, int flags)
+{
+	BEGIN(fs);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	int rc = 0;
+	if (of->flags & O_PATH)
+		rc = -EBADF;
+	else
+		__atomic_store_n(&of->flags, (of->flags & ~O_APPEND) | (flags & O_APPEND),
+				 __ATOMIC_RELAXED);
+	tfd_put(t, of);
+	return TIER_END(rc);
+}
+
+/* ---- data ------------------------------------------------------------------------------ */
+
+static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
+{
+	if (iovcnt < 0 || iovcnt > 1024)
+		return -EINVAL;
+	if (iovcnt && !iov)
+		return -EFAULT;
+	size_t sum = 0;
+	for (int i = 0; i < iovcnt; i++) {
+		if (iov[i].iov_len && !iov[i].iov_base)
+			return -EFAULT;
+		if (iov[i].iov_len > SSIZE_MAX - sum)
+			return -EINVAL;
+		sum += iov[i].iov_len;
+	}
+	*total = sum;
+	return 0;
+}
+
+/* A file the record table had no room for: the backing file directly,
+ * durable on return like everything else. */
+static ssize_t uncached_io(struct tier_ofile *of, const struct iovec *iov, int iovcnt, int64_t off,
+			   int write)
+{
+	ssize_t r;
+	if (write) {
+		if (of->flags & O_APPEND) {
+			struct stat st;
+			if (fstat(of->kfd, &st) != 0)
+				return -errno;
+			off = st.st_size;
+		}
+		r = pwritev(of->kfd, iov, iovcnt, off);
+		if (r > 0 && fdatasync(of->kfd) != 0)
+			return -errno;
+	} else {
+		r = preadv(of->kfd, iov, iovcnt, off);
+	}
+	return r < 0 ? -errno : r;
+}
+
+ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off, int write)
+{
+	BEGIN(fs);
+	size_t len;
+	int rc = check_iov(iov, iovcnt, &len);
+	if (rc)
+		return TIER_END_SS(rc);
+	if (off < -1)
+		return TIER_END_SS(-EINVAL);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END_SS(-EBADF);
+	int acc = of->flags & O_ACCMODE;
+	ssize_t r;
+	if ((of->flags & O_PATH) || (write ? acc == O_RDONLY : acc == O_WRONLY)) {
+		r = -EBADF;
+		goto out;
+	}
+	if (S_ISDIR(of->type)) {
+		r = -EISDIR;
+		goto out;
+	}
+	int use_pos = off < 0;
+	if (use_pos)
+		pthread_mutex_lock(&of->pos_lock);
+	uint64_t at = use_pos ? (uint64_t)of->pos : (uint64_t)off;
+	if (!of->tf) {
+		r = S_ISREG(of->type) || !S_ISCHR(of->type)
+			? uncached_io(of, iov, iovcnt, (int64_t)at, write)
+			: -EINVAL;
+	} else if (len == 0) {
+		r = 0;
+	} else {
+		struct tier_file *tf = of->tf;
+		int epoch = t->consistency == TIER_EPOCH;
+		size_t done = 0;
+		int full_again = 0;
+		r = 0;
+		/* A write longer than one atomic piece (a quarter of the cache)
+		 * goes in pieces, each atomic. */
+		while (done < len) {
+			if (epoch)
+				pthread_rwlock_rdlock(&t->epoch_lock);
+			ssize_t k;
+			if (write) {
+				pthread_rwlock_wrlock(&tf->lock);
+				if ((of->flags & O_APPEND) && !done)
+					at = epoch ? (uint64_t)tf->size : t->recs[tf->fid].r_size;
+				uint64_t end = at + len;
+				if (end < at || end > ((TAG_IDX_MASK + 1) << TIER_CHUNK_SHIFT))
+					k = fr_err(-EFBIG, "write beyond the largest file size");
+				else
+					k = tier_cache_write(t, tf, of->kfd, iov, iovcnt, at,
+							     at + done, len - done);
+			} else {
+				pthread_rwlock_rdlock(&tf->lock);
+				k = tier_cache_read(t, tf, of->kfd, iov, iovcnt, at, len);
+				done = len; /* reads are never cut */
+			}
+			pthread_rwlock_unlock(&tf->lock);
+			if (epoch)
+				pthread_rwlock_unlock(&t->epoch_lock);
+			if (k == TIER_E_EPOCH_FULL) {
+				/* A commit empties the epoch; other writers may fill it
+				 * again before this one goes on, but not for ever. */
+				k = ++full_again > 1000 ? fr_err(-EIO, "the epoch journal cannot "
+								       "take this write")
+							: tier_epoch_commit(t);
+				if (!k)
+					continue;
+			}
+			full_again = 0;
+			if (k < 0) {
+				r = done ? (ssize_t)done : k;
+				break;
+			}
+			if (!write) {
+				r = k;
+				break;
+			}
+			done += (size_t)k;
+			r = (ssize_t)done;
+		}
+	}
+	if (use_pos) {
+		if (r > 0)
+			of->pos = (int64_t)(at + (uint64_t)r);
+		pthread_mutex_unlock(&of->pos_lock);
+	}
+out:
+	tfd_put(t, of);
+	return TIER_END_SS(r);
+}
+
+off_t tier_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
+{
+	BEGIN(fs);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END_SS(-EBADF);
+	off_t r;
+	if (of->flags & O_PATH) {
+		r = -EBADF;
+	} else if (S_ISDIR(of->type)) {
+		r = whence == SEEK_SET && offset == 0 ? 0 : -EINVAL;
+	} else {
+		pthread_mutex_lock(&of->pos_lock);
+		struct stat st;
+		int64_t size = 0;
+		if (fstat(of->kfd, &st) == 0) {
+			overlay_stat(t, &st);
+			size = st.st_size;
+		}
+		int64_t base = whence == SEEK_SET   ? 0
+			       : whence == SEEK_CUR ? of->pos
+			       : whence == SEEK_END ? size
+						    : offset;
+		if (whence == SEEK_DATA || whence == SEEK_HOLE) {
+			/* Every byte below the size counts as data. */
+			r = offset < 0 || offset >= size ? -ENXIO
+			    : whence == SEEK_DATA	 ? offset
+							 : size;
+		} else if (whence != SEEK_SET && whence != SEEK_CUR && whence != SEEK_END) {
+			r = -EINVAL;
+		} else if ((offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
+			r = -EINVAL;
+		} else {
+			r = base + offset;
+		}
+		if (r >= 0)
+			of->pos = r;
+		pthread_mutex_unlock(&of->pos_lock);
+	}
+	tfd_put(t, of);
+	return TIER_END_SS(r);
+}
+
+static int truncate_of(struct tier *t, struct tier_ofile *of, uint64_t len, int punch_off_len,
+		       uint64_t poff, uint64_t plen)
+{
+	struct tier_file *tf = of->tf;
+	if (!tf) {
+		if (punch_off_len)
+			return fallocate(of->kfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					 (off_t)poff, (off_t)plen)
+				   ? -errno
+				   : 0;
+		return ftruncate(of->kfd, (off_t)len) ? -errno : 0;
+	}
+	int epoch = t->consistency == TIER_EPOCH, rc = 0;
+	if (epoch) {
+		/* The open epoch first, then this change on its own: a crash
+		 * shows it only with everything written before it. */
+		pthread_rwlock_wrlock(&t->epoch_lock);
+		rc = tier_epoch_commit_locked(t);
+	}
+	pthread_rwlock_wrlock(&tf->lock);
+	if (!rc)
+		rc = punch_off_len ? tier_cache_punch(t, tf, of->kfd, poff, plen)
+				   : tier_cache_truncate(t, tf, of->kfd, len);
+	pthread_rwlock_unlock(&tf->lock);
+	if (epoch) {
+		if (!rc)
+			rc = tier_epoch_commit_locked(t);
+		pthread_rwlock_unlock(&t->epoch_lock);
+	}
+	return rc;
+}
+
+int tier_ftruncate(ferrite_fs *fs, int fd, off_t length)
+{
+	BEGIN(fs);
+	if (length < 0)
+		return TIER_END(-EINVAL);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	int rc;
+	if (of->flags & O_PATH)
+		rc = -EBADF;
+	else if ((of->flags & O_ACCMODE) == O_RDONLY)
+		rc = -EINVAL; /* as Linux */
+	else if (!S_ISREG(of->type))
+		rc = -EINVAL;
+	else if ((uint64_t)length > ((TAG_IDX_MASK + 1) << TIER_CHUNK_SHIFT))
+		rc = -EFBIG;
+	else
+		rc = truncate_of(t, of, (uint64_t)length, 0, 0, 0);
+	tfd_put(t, of);
+	return TIER_END(rc);
+}
+
+int tier_truncate(ferrite_fs *fs, const char *path, off_t length)
+{
+	int fd = tier_openat(fs, FERRITE_AT_ROOT, path, O_WRONLY, 0);
+	if (fd < 0)
+		return fd;
+	int rc = tier_ftruncate(fs, fd, length);
+	tfd_close(TIER(fs), fd);
+	return rc;
+}
+
+int tier_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
+{
+	BEGIN(fs);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	int rc = 0;
+	if (mode & ~(FALLOC_FL_KEEP_SIZE | FALLOC_FL_PUNCH_HOLE) ||
+	    ((mode & FALLOC_FL_PUNCH_HOLE) && !(mode & FALLOC_FL_KEEP_SIZE)))
+		rc = -EOPNOTSUPP;
+	else if (offset < 0 || len <= 0)
+		rc = -EINVAL;
+	else if (offset > INT64_MAX - len)
+		rc = -EFBIG;
+	else if ((of->flags & O_PATH) || (of->flags & O_ACCMODE) == O_RDONLY)
+		rc = -EBADF;
+	else if (S_ISDIR(of->type))
+		rc = -EISDIR;
+	else if (!S_ISREG(of->type))
+		rc = -ENODEV;
+	else if (mode & FALLOC_FL_PUNCH_HOLE)
+		rc = truncate_of(t, of, 0, 1, (uint64_t)offset, (uint64_t)len);
+	else {
+		/* Reserve the space in the backing file system (advisory: not
+		 * every file system can), then grow the file through the cache. */
+		if (fallocate(of->kfd, FALLOC_FL_KEEP_SIZE, offset, len) != 0 && errno == ENOSPC)
+			rc = fr_err(-ENOSPC, "no space left in %s", t->backing);
+		if (!rc && !(mode & FALLOC_FL_KEEP_SIZE)) {
+			struct stat st;
+			if (fstat(of->kfd, &st) == 0) {
+				overlay_stat(t, &st);
+				if (st.st_size < offset + len)
+					rc = truncate_of(t, of, (uint64_t)(offset + len), 0, 0, 0);
+			}
+		}
+	}
+	tfd_put(t, of);
+	return TIER_END(rc);
+}
+
+int tier_fsync(ferrite_fs *fs, int fd)
+{
+	BEGIN(fs);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	int rc = 0;
+	if (of->flags & O_PATH)
+		rc = -EBADF;
+	else if (S_ISDIR(of->type))
+		rc = fsync(of->kfd) ? -errno : 0; /* its names: the backing file system's */
+	else if (t->consistency == TIER_EPOCH)
+		rc = tier_epoch_commit(t);
+	/* per-write mode: everything is durable already */
+	tfd_put(t, of);
+	return TIER_END(rc);
+}
+
+/* ---- names --------------------------------------------------------------------------------- */
+
+int tier_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
+{
+	BEGIN(fs);
+	struct parent p;
+	int rc = get_parent(t, dirfd, path, &p);
+	if (rc)
+		return TIER_END(rc);
+	rc = mkdirat(p.pfd, p.name, mode & 07777) ? -errno : 0;
+	if (!rc)
+		exact_mode(p.pfd, p.name, mode);
+	put_parent(t, &p);
+	t->ns_dirty = 1;
+	return TIER_END(rc);
+}
+
+int tier_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev)
+{
+	BEGIN(fs);
+	mode_t type = mode & S_IFMT;
+	if (type == 0)
+		type = S_IFREG;
+	if (type == S_IFDIR)
+		return TIER_END(-EPERM);
+	if (type != S_IFREG && type != S_IFIFO && type != S_IFSOCK && type != S_IFCHR &&
+	    type != S_IFBLK)
+		return TIER_END(-EINVAL);
+	struct parent p;
+	int rc = get_parent(t, dirfd, path, &p);
+	if (rc)
+		return TIER_END(rc);
+	rc = mknodat(p.pfd, p.name, type | (mode & 07777), rdev) ? -errno : 0;
+	if (!rc)
+		exact_mode(p.pfd, p.name, mode);
+	put_parent(t, &p);
+	t->ns_dirty = 1;
+	return TIER_END(rc);
+}
+
+int tier_symlinkat(ferrite_fs *fs, const char *target, int dirfd, const char *path)
+{
+	BEGIN(fs);
+	if (!target)
+		return TIER_END(-EFAULT);
+	if (!*target)
+		return TIER_END(-ENOENT);
+	struct parent p;
+	int rc = get_parent(t, dirfd, path, &p);
+	if (rc)
+		return TIER_END(rc);
+	rc = symlinkat(target, p.pfd, p.name) ? -errno : 0;
+	put_parent(t, &p);
+	t->ns_dirty = 1;
+	return TIER_END(rc);
+}
+
+ssize_t tier_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size)
+{
+	BEGIN(fs);
+	if (!buf && size)
+		return TIER_END_SS(-EFAULT);
+	if ((ssize_t)size <= 0)
+		return TIER_END_SS(-EINVAL);
+	ssize_t r;
+	if (!path || !*path) {
+		int own, fd = get_obj(t, dirfd, path, AT_EMPTY_PATH, &own);
+		if (fd < 0)
+			return TIER_END_SS(fd);
+		r = readlinkat(fd, "", buf, size);
+		r = r < 0 ? -errno : r;
+		put_obj(fd, own);
+	} else {
+		struct parent p;
+		int rc = get_parent(t, dirfd, path, &p);
+		if (rc)
+			return TIER_END_SS(rc);
+		r = readlinkat(p.pfd, p.name, buf, size);
+		r = r < 0 ? -errno : r;
+		put_parent(t, &p);
+	}
+	return TIER_END_SS(r);
+}
+
+/* The file (pfd, name) is about to lose a name: if that is its last name
+ * and it has a record, the record goes DYING first (N2). Returns the file
+ * state to finish with remove_done, or NULL. */
+static struct tier_file *remove_begin(struct tier *t, int pfd, const char *name)
+{
+	struct stat st;
+	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+		return NULL;
+	pthread_mutex_lock(&t->files_lock);
+	struct tier_file *tf = tf_lookup(t, (uint64_t)st.st_ino);
+	if (tf && st.st_nlink > 1) {
+		/* Another name stays; this one may be the record's path. */
+		struct tier_rec *r = &t->recs[tf->fid];
+		pm_store4(&r->r_pathlen, 0);
+		pm_persist(&r->r_pathlen, 4);
+		tf = NULL;
+	}
+	int open_now = tf && tf->opens > 0;
+	if (tf)
+		rec_set_state(t, tf->fid, REC_DYING);
+	pthread_mutex_unlock(&t->files_lock);
+	/* Still open: it may become an orphan, whose chunks must still be
+	 * written back when they are evicted, and a removed file cannot be
+	 * found again by name or handle: open its descriptor now. */
+	if (open_now)
+		tf_wfd(t, tf, 0);
+	return tf;
+}
+
+static void remove_done(struct tier *t, struct tier_file *tf, int removed)
+{
+	if (!tf)
+		return;
+	pthread_mutex_lock(&t->files_lock);
+	if (!removed) {
+		rec_set_state(t, tf->fid, REC_LIVE);
+		pthread_mutex_unlock(&t->files_lock);
+		return;
+	}
+	if (tf->opens > 0) {
+		/* Still open: an orphan until its last close (files.c). */
+		rec_set_state(t, tf->fid, REC_ORPHAN);
+		pthread_mutex_unlock(&t->files_lock);
+		return;
+	}
+	tf->opens++; /* nobody else frees it meanwhile */
+	pthread_mutex_unlock(&t->files_lock);
+	tier_cache_drop_file(t, tf);
+	pthread_mutex_lock(&t->files_lock);
+	tf->opens--;
+	rec_free(t, tf);
+	pthread_mutex_unlock(&t->files_lock);
+}
+
+int tier_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
+{
+	BEGIN(fs);
+	if (flags & ~AT_REMOVEDIR)
+		return TIER_END(-EINVAL);
+	struct parent p;
+	int rc = get_parent(t, dirfd, path, &p);
+	if (rc)
+		return TIER_END(rc);
+	struct tier_file *tf = (flags & AT_REMOVEDIR) ? NULL : remove_begin(t, p.pfd, p.name);
+	rc = unlinkat(p.pfd, p.name, flags) ? -errno : 0;
+	remove_done(t, tf, rc == 0);
+	put_parent(t, &p);
+	t->ns_dirty = 1;
+	return TIER_END(rc);
+}
+
+static void strip_slashes(char *p)
+{
+	size_t n = strlen(p);
+	while (n > 0 && p[n - 1] == '/')
+		p[--n] = 0;
+}
+
+static int tf_known(struct tier *t, uint64_t ino)
+{
+	pthread_mutex_lock(&t->files_lock);
+	int k = tf_lookup(t, ino) != NULL;
+	pthread_mutex_unlock(&t->files_lock);
+	return k;
+}
+
+int tier_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		   const char *newpath, unsigned flags)
+{
+	BEGIN(fs);
+	if (flags & ~(RENAME_NOREPLACE | RENAME_EXCHANGE) ||
+	    (flags & RENAME_NOREPLACE && flags & RENAME_EXCHANGE))
+		return TIER_END(-EINVAL);
+	struct parent op, np;
+	int rc = get_parent(t, olddirfd, oldpath, &op);
+	if (rc)
+		return TIER_END(rc);
+	rc = get_parent(t, newdirfd, newpath, &np);
+	if (rc) {
+		put_parent(t, &op);
+		return TIER_END(rc);
+	}
+	struct stat ost, nst;
+	int have_old = fstatat(op.pfd, op.name, &ost, AT_SYMLINK_NOFOLLOW) == 0;
+	int have_new = fstatat(np.pfd, np.name, &nst, AT_SYMLINK_NOFOLLOW) == 0;
+	char oldrel[4096 + 256], newrel_before[4096 + 256];
+	if (tier_relpath(t, op.pfd, op.name, oldrel, sizeof oldrel) != 0)
+		oldrel[0] = 0;
+	if (tier_relpath(t, np.pfd, np.name, newrel_before, sizeof newrel_before) != 0)
+		newrel_before[0] = 0;
+	struct tier_file *victim = NULL;
+	if (have_old && have_new && !(flags & RENAME_EXCHANGE) && ost.st_ino != nst.st_ino)
+		victim = remove_begin(t, np.pfd, np.name);
+	rc = syscall(SYS_renameat2, op.pfd, op.name, np.pfd, np.name, flags) ? -errno : 0;
+	remove_done(t, victim, rc == 0);
+	if (!rc && have_old && !(have_new && ost.st_ino == nst.st_ino)) {
+		/* The record paths follow (N2 keeps recovery able to find them). */
+		strip_slashes(oldrel);
+		strip_slashes(newrel_before);
+		struct tier_move mv[2] = {
+		    {oldrel, newrel_before, S_ISDIR(ost.st_mode), (uint64_t)ost.st_ino},
+		    {newrel_before, oldrel, have_new && S_ISDIR(nst.st_mode),
+		     have_new ? (uint64_t)nst.st_ino : 0}};
+		int any = S_ISDIR(ost.st_mode) || tf_known(t, (uint64_t)ost.st_ino);
+		int anyx = (flags & RENAME_EXCHANGE) && have_new &&
+			   (S_ISDIR(nst.st_mode) || tf_known(t, (uint64_t)nst.st_ino));
+		if (any || anyx)
+			tier_rec_moved(t, mv, (flags & RENAME_EXCHANGE) && have_new ? 2 : 1);
+	}
+	put_parent(t, &np);
+	put_parent(t, &op);
+	t->ns_dirty = 1;
+	return TIER_END(rc);
+}
+
+int tier_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		const char *newpath, int flags)
+{
+	BEGIN(fs);
+	if (flags & ~(AT_SYMLINK_FOLLOW | AT_EMPTY_PATH))
+		return TIER_END(-EINVAL);
+	int own, ofd = get_obj(t, olddirfd, oldpath,
+			       (flags & AT_EMPTY_PATH) |
+				   ((flags & AT_SYMLINK_FOLLOW) ? 0 : AT_SYMLINK_NOFOLLOW),
+			       &own);
+	if (ofd < 0)
+		return TIER_END(ofd);
+	struct parent np;
+	int rc = get_parent(t, newdirfd, newpath, &np);
+	if (rc) {
+		put_obj(ofd, own);
+		return TIER_END(rc);
+	}
+	struct stat st;
+	if (fstat(ofd, &st) == 0 && S_ISDIR(st.st_mode)) {
+		rc = -EPERM;
+	} else {
+		char pp[64];
+		proc_path(pp, sizeof pp, ofd);
+		/* Through the magic link: the inode itself, symlinks too. */
+		rc = linkat(AT_FDCWD, pp, np.pfd, np.name, AT_SYMLINK_FOLLOW) ? -errno : 0;
+	}
+	put_parent(t, &np);
+	put_obj(ofd, own);
+	t->ns_dirty = 1;
+	return TIER_END(rc);
+}
+
+/* ---- directory streams ---------------------------------------------------------------- */
+
+struct tier_dir {
+	ferrite_fs *fs; /* first (util.h) */
+	DIR *d;
+	int64_t pos;
+};
+
+int tier_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
+{
+	BEGIN(fs);
+	if (!out)
+		return TIER_END(-EINVAL);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	int rc = 0;
+	int kfd = -1;
+	if (!S_ISDIR(of->type)) {
+		rc = -ENOTDIR;
+	} else {
+		char pp[64];
+		proc_path(pp, sizeof pp, of->kfd);
+		kfd = open(pp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		if (kfd < 0)
+			rc = -errno;
+	}
+	tfd_put(t, of);
+	if (rc)
+		return TIER_END(rc);
+	struct tier_dir *d = calloc(1, sizeof(*d));
+	DIR *dir = d ? fdopendir(kfd) : NULL;
+	if (!dir) {
+		close(kfd);
+		free(d);
+		return TIER_END(-ENOMEM);
+	}
+	d->fs = fs;
+	d->d = dir;
+	*out = (ferrite_dir *)d;
+	return TIER_END(0);
+}
+
+int tier_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out)
+{
+	int fd = tier_openat(fs, FERRITE_AT_ROOT, path, O_RDONLY | O_DIRECTORY, 0);
+	if (fd < 0)
+		return fd;
+	int rc = tier_fdopendir(fs, fd, out);
+	tfd_close(TIER(fs), fd);
+	return rc;
+}
+
+int tier_readdir(ferrite_dir *dir, struct ferrite_dirent *ent)
+{
+	struct tier_dir *d = (struct tier_dir *)dir;
+	fr_err_clear();
+	if (!d || !ent)
+		return TIER_END(-EINVAL);
+	for (;;) {
+		errno = 0;
+		struct dirent *e = readdir(d->d);
+		if (!e)
+			return TIER_END(errno ? -errno : 0);
+		ent->ino = e->d_ino;
+		ent->off = e->d_off;
+		ent->type = e->d_type;
+		snprintf(ent->name, sizeof ent->name, "%s", e->d_name);
+		return TIER_END(1);
+	}
+}
+
+int64_t tier_telldir(ferrite_dir *dir)
+{
+	struct tier_dir *d = (struct tier_dir *)dir;
+	if (!d)
+		return -EINVAL;
+	long p = telldir(d->d);
+	return p < 0 ? -errno : p;
+}
+
+int tier_seekdir(ferrite_dir *dir, int64_t cookie)
+{
+	struct tier_dir *d = (struct tier_dir *)dir;
+	if (!d || cookie < 0)
+		return -EINVAL;
+	seekdir(d->d, (long)cookie);
+	return 0;
+}
+
+int tier_rewinddir(ferrite_dir *dir)
+{
+	struct tier_dir *d = (struct tier_dir *)dir;
+	if (!d)
+		return -EINVAL;
+	rewinddir(d->d);
+	return 0;
+}
+
+int tier_closedir(ferrite_dir *dir)
+{
+	struct tier_dir *d = (struct tier_dir *)dir;
+	if (!d)
+		return -EINVAL;
+	closedir(d->d);
+	free(d);
+	return 0;
+}
+
+/* ---- extended attributes --------------------------------------------------------------------- */
+
+static int pool_xattr(const char *name)
+{
+	for (size_t i = 0; i < FR_ARRAY_SIZE(POOL_XATTRS); i++)
+		if (name && !strcmp(name, POOL_XATTRS[i]))
+			return 1;
+	return 0;
+}
+
+enum { XA_GET, XA_SET, XA_LIST, XA_REMOVE };
+
+/* One xattr call on the object (dirfd, path) or the descriptor fd. */
+static ssize_t xattr_call(struct tier *t, int dirfd, const char *path, int flags, int op,
+			  const char *name, void *value, size_t size, int xflags)
+{
+	if (op != XA_LIST && !name)
+		return -EFAULT;
+	ssize_t r;
+	char pp[64 + 512];
+	int own = 0;
+	struct parent p;
+	int fd = get_obj(t, dirfd, path, flags, &own);
+	if (fd < 0)
+		return fd;
+	struct stat a, b;
+	int have = fstat(fd, &a) == 0;
+	int is_root =
+	    have && fstat(t->root_fd, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
+	/* A symbolic link itself: through its parent (a magic link would be
+	 * followed to the target, or taken for the link in /proc). */
+	int use_parent = have && S_ISLNK(a.st_mode) && path && *path;
+	if (use_parent) {
+		int rc = get_parent(t, dirfd, path, &p);
+		if (rc) {
+			put_obj(fd, own);
+			return rc;
+		}
+		snprintf(pp, sizeof pp, "/proc/self/fd/%d/%s", p.pfd, p.name);
+	} else {
+		proc_path(pp, sizeof pp, fd);
+	}
+	if (is_root && op != XA_LIST && pool_xattr(name)) {
+		r = op == XA_SET ? -EPERM : -ENODATA; /* the tier's own mark */
+	} else {
+		switch (op) {
+		case XA_GET:
+			r = use_parent ? lgetxattr(pp, name, value, size)
+				       : getxattr(pp, name, value, size);
+			break;
+		case XA_SET:
+			r = use_parent ? lsetxattr(pp, name, value, size, xflags)
+				       : setxattr(pp, name, value, size, xflags);
+			break;
+		case XA_REMOVE:
+			r = use_parent ? lremovexattr(pp, name) : removexattr(pp, name);
+			break;
+		default:
+			r = use_parent ? llistxattr(pp, value, size) : listxattr(pp, value, size);
+			break;
+		}
+		r = r < 0 ? -errno : r;
+	}
+	if (op == XA_LIST && r > 0 && is_root && value && size) {
+		/* Hide the tier's own mark from the listing. */
+		char *l = value;
+		ssize_t out = 0;
+		for (ssize_t i = 0; i < r;) {
+			size_t n = strlen(l + i) + 1;
+			if (!pool_xattr(l + i)) {
+				memmove(l + out, l + i, n);
+				out += (ssize_t)n;
+			}
+			i += (ssize_t)n;
+		}
+		r = out;
+	}
+	if (use_parent)
+		put_parent(t, &p);
+	put_obj(fd, own);
+	if (op == XA_SET || op == XA_REMOVE)
+		t->ns_dirty = 1;
+	return r;
+}
+
+ssize_t tier_getxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
+			void *value, size_t size)
+{
+	BEGIN(fs);
+	return TIER_END_SS(xattr_call(t, dirfd, path, flags, XA_GET, name, value, size, 0));
+}
+
+int tier_setxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
+		    const void *value, size_t size, int xattr_flags)
+{
+	BEGIN(fs);
+	if (xattr_flags & ~(FERRITE_XATTR_CREATE | FERRITE_XATTR_REPLACE))
+		return TIER_END(-EINVAL);
+	if (size > FERRITE_XATTR_SIZE_MAX)
+		return TIER_END(fr_err(-E2BIG, "attribute values are limited to 64 KiB"));
+	return TIER_END(
+	    (int)xattr_call(t, dirfd, path, flags, XA_SET, name, (void *)value, size, xattr_flags));
+}
+
+ssize_t tier_listxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, char *list,
+			 size_t size)
+{
+	BEGIN(fs);
+	return TIER_END_SS(xattr_call(t, dirfd, path, flags, XA_LIST, NULL, list, size, 0));
+}
+
+int tier_removexattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name)
+{
+	BEGIN(fs);
+	return TIER_END((int)xattr_call(t, dirfd, path, flags, XA_REMOVE, name, NULL, 0, 0));
+}
+
+/* ---- the rest -------------------------------------------------------------------------------- */
+
+int tier_set_link_prefix(ferrite_fs *fs, const char *prefix)
+{
+	BEGIN(fs);
+	char *p = NULL;
+	if (prefix) {
+		size_t n = strlen(prefix);
+		while (n > 1 && prefix[n - 1] == '/')
+			n--;
+		if (prefix[0] != '/' || n < 2)
+			return TIER_END(-EINVAL);
+		p = strndup(prefix, n);
+		if (!p)
+			return TIER_END(-ENOMEM);
+	}
+	free(t->link_prefix);
+	t->link_prefix = p;
+	t->link_prefix_len = p ? strlen(p) : 0;
+	return TIER_END(0);
+}
+
+ssize_t tier_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out, off_t *off_out,
+			     size_t len, unsigned flags)
+{
+	if (flags)
+		return -EINVAL;
+	size_t bufsz = 256 * 1024;
+	char *buf = malloc(bufsz);
+	if (!buf)
+		return -ENOMEM;
+	ssize_t total = 0;
+	while ((size_t)total < len) {
+		size_t want = FR_MIN(bufsz, len - (size_t)total);
+		struct iovec v = {buf, want};
+		ssize_t r = tier_rw(fs, fd_in, &v, 1, off_in ? *off_in : -1, 0);
+		if (r <= 0) {
+			if (r < 0 && !total)
+				total = r;
+			break;
+		}
+		v.iov_len = (size_t)r;
+		ssize_t w = tier_rw(fs, fd_out, &v, 1, off_out ? *off_out : -1, 1);
+		if (w < 0) {
+			if (!total)
+				total = w;
+			break;
+		}
+		if (off_in)
+			*off_in += w;
+		if (off_out)
+			*off_out += w;
+		total += w;
+		if (w < r)
+			break;
+	}
+	free(buf);
+	return total;
+}
+
+int tier_nommap(ferrite_fs *fs)
+{
+	(void)fs;
+	return fr_err_finish(fr_err(-ENODEV, "files of a tiered pool cannot be mapped in "
+					     "memory here (use `ferrite mount`, where the kernel "
+					     "maps them)"));
+}

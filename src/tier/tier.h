@@ -1,0 +1,294 @@
+/*
+ * tier.h -- the tier engine: a tiered pool puts persistent memory in front of
+ * a directory of an ordinary file system (First Responder, HasFS).
+ *
+ * The namespace -- directories, names, modes, owners, links, extended
+ * attributes -- stays in the backing file system: every namespace call is
+ * carried out there, through kernel descriptors kept inside the tier's own
+ * descriptors (ns.c). File data goes through the cache (cache.c): a file gets
+ * a record (files.c) holding its key, its size and its backing identity, and
+ * chunk i of the file lives, if anywhere, in slot (key + i) mod nslots, whose
+ * two chunks carry 8-byte tags. A background flusher (flush.c) drains dirty
+ * chunks to the backing files. In epoch mode (epoch.c) writes become durable
+ * at epoch ends instead of on return.
+ *
+ * What lives in DRAM is derived from the pool at mount and bounded by the
+ * pool's size: per-record file state, the inode-to-record map, the stride
+ * table, slot locks and a bitmap of dirty chunks.
+ */
+#ifndef FERRITE_TIER_H
+#define FERRITE_TIER_H
+
+#include <pthread.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ferrite.h"
+#include "meta/meta_format.h"
+#include "persist/pm.h"
+#include "space/space.h"
+#include "tier/tier_format.h"
+#include "util/util.h"
+
+#define TIER_SLOT_LOCKS 4096
+#define TIER_BUCKETS	40   /* stride table: files by size, 2^b chunks */
+#define TIER_WFD_MAX	2048 /* backing descriptors kept open for flushing */
+
+/* Counters, in the stats file `ferrite stats` reads (and th_stats at unmount). */
+enum tier_stat_id {
+	TS_READ_HITS,	   /* chunks read from the cache */
+	TS_READ_MISSES,	   /* chunks read from the backing file */
+	TS_WRITE_HITS,	   /* chunks written that were in the cache */
+	TS_WRITE_MISSES,   /* chunks written that were not */
+	TS_COLLISIONS,	   /* a slot held another file's chunks that had to go */
+	TS_FLUSH_PERIODIC, /* chunks drained by the background flusher */
+	TS_FLUSH_FORCED,   /* chunks flushed synchronously to make room */
+	TS_WRAPS,	   /* the key counter went round the slots */
+	TS_FLUSH_ROUNDS,   /* flusher rounds that wrote something */
+	TS_EPOCHS,	   /* epochs committed */
+	TS_RECOVERED,	   /* chunks undone or resolved by recovery */
+	TS_FLUSH_ERRORS,   /* failed writes to the backing file system */
+	TS_NCOUNTERS
+};
+_Static_assert(TS_NCOUNTERS <= TIER_NSTATS, "counters fit the header");
+
+/* The live statistics of a mounted pool: a small shared file beside nothing
+ * persistent (/dev/shm/ferrite-tier-UUID.stats), so `ferrite stats` can read
+ * a pool another process holds. */
+#define TIER_STATS_MAGIC 0x5354415453524554ULL /* "TERSTATS" */
+struct tier_live_stats {
+	uint64_t magic;
+	int64_t pid;
+	uint64_t counters[TIER_NSTATS];
+	uint64_t valid_chunks, dirty_chunks, nchunks, files;
+	uint64_t backing_errno; /* last error writing the backing file system (0 none) */
+};
+
+/* A file that has a record (fid), while the pool is mounted. */
+struct tier_file {
+	uint32_t fid;
+	uint64_t ino;
+	pthread_rwlock_t lock;	    /* data: reads shared; writes, truncation exclusive */
+	pthread_mutex_t flush_lock; /* writes of its chunks to the backing file */
+	int opens;		    /* open files using it (t->files_lock) */
+	int wfd, dfd;		    /* backing descriptors for flushing (dfd: O_DIRECT); -1 */
+	int64_t size;		    /* epoch mode: the size in the open epoch */
+	int64_t mtime;		    /* epoch mode: likewise */
+	int epoch_dirty;	    /* epoch mode: size/mtime to log at the epoch's end */
+	uint64_t nvalid;	    /* valid chunks (atomic) */
+	uint64_t ndirty;	    /* valid dirty chunks (atomic) */
+	int bucket;		    /* stride table bucket it is counted in, -1 none */
+	struct tier_file *hnext;    /* ino hash chain */
+	struct tier_file *lru_prev, *lru_next; /* files holding wfd but not open */
+};
+
+/* An open file description. */
+struct tier_ofile {
+	int kfd; /* kernel descriptor on the backing object */
+	int flags;
+	int refs;
+	pthread_mutex_t pos_lock;
+	int64_t pos;
+	uint64_t ino;
+	mode_t type;	      /* S_IFMT of the object */
+	struct tier_file *tf; /* regular files opened for I/O: its record's state */
+};
+
+struct tier {
+	struct fr_handle h; /* FR_ENGINE_TIER, first (util.h) */
+	struct pool pool;
+	char *base;
+	struct fr_super *sb;
+	struct tier_header *th;
+	struct tier_desc *desc;
+	char *data;
+	struct tier_rec *recs;
+	uint64_t nslots, nchunks;
+	uint32_t nrecs;
+	int consistency;
+	unsigned flush_ms, epoch_ms;
+	char uuid[37];
+
+	/* The backing directory. */
+	int root_fd; /* O_PATH | O_DIRECTORY */
+	char *backing;
+	size_t backing_len;
+	int backing_has_direct; /* O_DIRECT accepted there */
+	int can_handles;	/* open_by_handle_at works (CAP_DAC_READ_SEARCH) */
+
+	pthread_mutex_t slot_locks[TIER_SLOT_LOCKS];
+	uint64_t seq; /* write sequence (atomic) */
+
+	/* Files. */
+	pthread_mutex_t files_lock;
+	struct tier_file **files; /* by fid */
+	struct tier_file **ino_hash;
+	uint64_t ino_hash_cap;
+	uint32_t rec_hint; /* where to look for a free record */
+	uint64_t buckets[TIER_BUCKETS];
+	struct tier_file lru; /* list head: files with a wfd and no open */
+	int nwfd;
+
+	uint64_t *dirty_bits; /* a bit per chunk: dirty (for the flusher) */
+	uint64_t ndirty, nvalid;
+
+	/* Descriptors and streams. */
+	pthread_mutex_t fd_lock;
+	struct tier_ofile **fds;
+	int fd_cap, fd_free_hint;
+	char *link_prefix;
+	size_t link_prefix_len;
+
+	/* The flusher. */
+	pthread_t flusher;
+	int flusher_started;
+	pthread_mutex_t flush_mx;
+	pthread_cond_t flush_cv;
+	int stop;
+	int flush_now;
+	int ns_dirty; /* a name changed since the backing file system was synced */
+	char *bounce; /* flusher's aligned buffer */
+
+	/* Epoch mode (epoch.c). */
+	pthread_rwlock_t epoch_lock; /* writes shared, the commit exclusive */
+	uint64_t epoch;		     /* open epoch */
+	struct ej_page *epoch_pages; /* chunks written in the open epoch, with their tags */
+	uint32_t epoch_npages, epoch_cap;
+	uint32_t epoch_reserved; /* pages promised to writes under way (atomic) */
+	struct tier_ejournal *journal;
+
+	struct tier_live_stats *live;
+	char live_path[128];
+	uint64_t local_stats[TIER_NSTATS]; /* when the stats file could not be made */
+};
+
+#define TIER(fs) ((struct tier *)(fs))
+
+static inline uint64_t *tier_counter(struct tier *t, int id)
+{
+	return t->live ? &t->live->counters[id] : &t->local_stats[id];
+}
+static inline void tier_count(struct tier *t, int id, uint64_t n)
+{
+	__atomic_fetch_add(tier_counter(t, id), n, __ATOMIC_RELAXED);
+}
+
+static inline struct tier_desc *chunk_desc(struct tier *t, uint64_t c)
+{
+	return &t->desc[c];
+}
+static inline char *chunk_data(struct tier *t, uint64_t c)
+{
+	return t->data + (c << TIER_CHUNK_SHIFT);
+}
+static inline uint64_t tag_of(struct tier *t, uint64_t c)
+{
+	return __atomic_load_n(&t->desc[c].d_tag, __ATOMIC_ACQUIRE);
+}
+static inline uint64_t slot_of(struct tier *t, uint64_t key, uint64_t idx)
+{
+	return (key + idx) % t->nslots;
+}
+static inline pthread_mutex_t *slot_lock(struct tier *t, uint64_t slot)
+{
+	return &t->slot_locks[slot % TIER_SLOT_LOCKS];
+}
+static inline int64_t tier_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+/* ---- mount (mount.c) ---------------------------------------------------------- */
+/* Scans the tags after a crash: completes or undoes what was in flight. */
+int tier_recover_chunks(struct tier *t);
+
+/* ---- records (files.c) ----------------------------------------------------------- */
+int tier_files_init(struct tier *t);
+void tier_files_fini(struct tier *t);
+/* The file state of backing inode ino, NULL if it has no record. */
+struct tier_file *tf_lookup(struct tier *t, uint64_t ino);
+/* ... or a new record for the open backing file kfd (regular). */
+int tf_get_or_create(struct tier *t, int kfd, uint64_t ino, struct tier_file **out);
+void tf_open_ref(struct tier *t, struct tier_file *tf);
+void tf_open_put(struct tier *t, struct tier_file *tf);
+/* A descriptor on the backing file for flushing (O_DIRECT if direct). */
+int tf_wfd(struct tier *t, struct tier_file *tf, int direct);
+/* The file's size changed: the stride table follows it. */
+void tf_size_changed(struct tier *t, struct tier_file *tf, uint64_t size);
+/* Objects moved by one rename (two for an exchange): the paths of the
+ * records they hold follow (relative paths; a directory moves every record
+ * below it, a file its own record). */
+struct tier_move {
+	const char *old, *new_;
+	int is_dir;
+	uint64_t ino;
+};
+void tier_rec_moved(struct tier *t, const struct tier_move *moves, int n);
+/* Relative path of the object kfd names, "" for the root; -errno if it is not
+ * below the backing directory. */
+int tier_relpath(struct tier *t, int kfd, const char *name, char *out, size_t len);
+void rec_set_state(struct tier *t, uint32_t fid, uint32_t state);
+/* Releases a record whose chunks are gone. */
+void rec_free(struct tier *t, struct tier_file *tf);
+/* Recovery and unmount: make the backing file's size and mtime the record's. */
+int tier_sync_meta(struct tier *t, struct tier_file *tf);
+/* Mount: settle records left DYING or ORPHAN by a crash, reopen the others. */
+int tier_files_recover(struct tier *t);
+
+/* ---- the cache (cache.c) ----------------------------------------------------------- */
+ssize_t tier_cache_read(struct tier *t, struct tier_file *tf, int kfd, const struct iovec *iov,
+			int iovcnt, uint64_t off, size_t len);
+/* Writes [off, off + len) from iov (whose first byte is file offset iov_off),
+ * atomically; a long write may be short (at most a quarter of the cache). */
+ssize_t tier_cache_write(struct tier *t, struct tier_file *tf, int kfd, const struct iovec *iov,
+			 int iovcnt, uint64_t iov_off, uint64_t off, size_t len);
+/* ftruncate through the cache. */
+int tier_cache_truncate(struct tier *t, struct tier_file *tf, int kfd, uint64_t size);
+/* Punches [off, off+len) (fallocate PUNCH_HOLE|KEEP_SIZE). */
+int tier_cache_punch(struct tier *t, struct tier_file *tf, int kfd, uint64_t off, uint64_t len);
+/* Drops every chunk of the file (it was removed). */
+void tier_cache_drop_file(struct tier *t, struct tier_file *tf);
+/* Writes chunk c (valid, dirty) to its backing file and makes it durable;
+ * the caller holds its slot lock. */
+int tier_flush_chunk_locked(struct tier *t, uint64_t c);
+/* Stores a chunk's tag (flushed, not fenced), keeping the DRAM counts. */
+void tier_set_tag(struct tier *t, uint64_t c, uint64_t tag);
+/* Publishes a file's size and write time in its record (flushed, not fenced). */
+void tier_rec_publish(struct tier *t, struct tier_file *tf, uint64_t size, int64_t mtime);
+/* Marks the chunk's dirty bit in DRAM (flusher's bitmap). */
+void tier_dirty_mark(struct tier *t, uint64_t c, int dirty);
+
+/* ---- the flusher (flush.c) ------------------------------------------------------------ */
+int tier_flusher_start(struct tier *t);
+void tier_flusher_stop(struct tier *t);
+/* Drains every dirty chunk (all files, or one) and syncs the backing file system. */
+int tier_drain(struct tier *t, struct tier_file *only);
+
+/* ---- epoch mode (epoch.c) -------------------------------------------------------------- */
+int tier_epoch_init(struct tier *t);
+void tier_epoch_fini(struct tier *t);
+/* Ends the open epoch: its pages and sizes become durable at once. The
+ * _locked form is for a caller holding epoch_lock exclusively. */
+int tier_epoch_commit(struct tier *t);
+int tier_epoch_commit_locked(struct tier *t);
+/* Mount: applies a whole journal entry, drops a torn one and the open epoch. */
+int tier_epoch_recover(struct tier *t);
+/* Room in the open epoch for n more pages: 0, or TIER_E_EPOCH_FULL. */
+int tier_epoch_reserve(struct tier *t, uint64_t n);
+/* The page chunk c (with tag) joined the open epoch. */
+void tier_epoch_add(struct tier *t, uint64_t c, uint64_t tag);
+
+/* Internal result: the open epoch must be committed (by a caller holding no
+ * lock) before the call can go on. */
+#define TIER_E_EPOCH_FULL (-4096)
+
+/* ---- the namespace (ns.c) ---------------------------------------------------------------- */
+struct tier_ofile *tfd_get(struct tier *t, int fd);
+void tfd_put(struct tier *t, struct tier_ofile *of);
+void tier_fds_close_all(struct tier *t);
+/* Thread credentials (ferrite_set_creds) applied to the kernel calls. */
+void tier_creds_apply(void);
+
+#endif

@@ -1,0 +1,172 @@
+/*
+ * tier_format.h -- on-PM structures of a tiered pool (First Responder cache
+ * in front of a backing directory). Little-endian, fixed width; documented in
+ * docs/format.md ("Tiered pools").
+ *
+ * Layout: page 0 the superblock (struct fr_super, sb_incompat has
+ * SB_INCOMPAT_TIER), page 1 the tier header, from TIER_REC_OFF the file
+ * records, then the epoch journal, then one 64-byte descriptor per chunk
+ * (two per slot), then the chunks themselves from a 2 MiB boundary.
+ */
+#ifndef FERRITE_TIER_FORMAT_H
+#define FERRITE_TIER_FORMAT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define TIER_MAGIC	 0x5245495452454646ULL /* "FFERTIER" */
+#define TIER_HDR_OFF	 4096
+#define TIER_REC_OFF	 (64 * 1024)
+#define TIER_CHUNK_SIZE	 4096
+#define TIER_CHUNK_SHIFT 12
+
+enum tier_consistency {
+	TIER_PER_WRITE = 0, /* First Responder: every write durable and atomic on return */
+	TIER_EPOCH = 1,	    /* HasFS: writes durable at epoch ends (fsync or the period) */
+};
+
+/* ---- chunk tags: one 8-byte word, changed only by atomic 8-byte stores ---- */
+#define TAG_IDX_BITS 36 /* chunk index in the file: 256 TiB of 4 KiB chunks */
+#define TAG_FID_BITS 24 /* file record number; 0 is never used */
+#define TAG_IDX_MASK ((1ULL << TAG_IDX_BITS) - 1)
+#define TAG_FID_MASK ((1ULL << TAG_FID_BITS) - 1)
+#define TAG_C                                                                                      \
+	(1ULL << 60)	   /* not complete: a multi-chunk write (or, in epoch                      \
+			    * mode, a page of the open epoch) in progress */
+#define TAG_D (1ULL << 61) /* dirty: newer than the backing file */
+#define TAG_N (1ULL << 62) /* the newer of the slot's two chunks */
+#define TAG_V (1ULL << 63) /* valid */
+
+static inline uint64_t tag_make(uint64_t fid, uint64_t idx, uint64_t flags)
+{
+	return flags | ((fid & TAG_FID_MASK) << TAG_IDX_BITS) | (idx & TAG_IDX_MASK);
+}
+static inline uint32_t tag_fid(uint64_t tag)
+{
+	return (uint32_t)((tag >> TAG_IDX_BITS) & TAG_FID_MASK);
+}
+static inline uint64_t tag_idx(uint64_t tag)
+{
+	return tag & TAG_IDX_MASK;
+}
+/* Same file and chunk, whatever the flags. */
+static inline int tag_same(uint64_t a, uint64_t b)
+{
+	return ((a ^ b) & ((TAG_FID_MASK << TAG_IDX_BITS) | TAG_IDX_MASK)) == 0;
+}
+
+/* Per chunk, one cache line: the tag and what recovery needs besides. Every
+ * field but the tag is written (and fenced) before the tag makes the chunk
+ * valid. */
+struct tier_desc {
+	uint64_t d_tag;
+	uint64_t d_seq;	     /* write that produced the content (all chunks of a
+			      * multi-chunk write carry the first chunk's) */
+	uint64_t d_old_size; /* first chunk of a multi-chunk write: file size before */
+	uint64_t d_new_size; /* ... and after it (undone together with the chunks) */
+	uint64_t d_nchunks;  /* ... chunks in that write */
+	int64_t d_mtime;     /* ns since the epoch: time of the write */
+	uint64_t d_epoch;    /* epoch mode: the epoch that wrote the page */
+	uint64_t d_rsvd;
+};
+_Static_assert(sizeof(struct tier_desc) == 64, "descriptor is one line");
+
+/* ---- file records ------------------------------------------------------------ */
+
+enum tier_rec_state {
+	REC_FREE = 0,
+	REC_LIVE = 0x4556494c,	 /* "LIVE": a backing file with a key */
+	REC_DYING = 0x474e5944,	 /* "DYNG": unlink/rename-over under way (intent) */
+	REC_ORPHAN = 0x4e414850, /* "PHAN": unlinked while open */
+};
+
+#define TIER_REC_SIZE	512
+#define TIER_PATH_MAX	352 /* longer paths are not kept: see r_pathlen */
+#define TIER_HANDLE_MAX 40
+
+#define REC_META_STALE 0x1 /* backing size or mtime not yet made equal to r_size/r_mtime */
+
+struct tier_rec {
+	uint32_t r_state; /* enum tier_rec_state */
+	uint32_t r_flags; /* REC_* */
+	uint64_t r_key;	  /* slot of chunk 0 = r_key mod nslots (First Responder key) */
+	uint64_t r_stride;
+	uint64_t r_size;    /* the file's size (authoritative while the record lives) */
+	int64_t r_mtime;    /* ns: last write through the cache; 0: the backing file's */
+	uint64_t r_ino;	    /* backing identity: inode number ... */
+	int64_t r_btime;    /* ... and birth time in ns (0 if the file system has none) */
+	uint32_t r_pathlen; /* bytes of r_path; 0: unknown (too long, or a link was removed) */
+	uint32_t r_htype;   /* file handle (name_to_handle_at) type, and its bytes */
+	uint32_t r_hlen;
+	uint32_t r_rsvd32;
+	uint8_t r_handle[TIER_HANDLE_MAX];
+	uint64_t r_rsvd[6];
+	char r_path[TIER_PATH_MAX]; /* relative to the backing directory, no NUL */
+};
+_Static_assert(sizeof(struct tier_rec) == TIER_REC_SIZE, "record size");
+_Static_assert(offsetof(struct tier_rec, r_size) % 64 + 16 <= 64, "size and mtime share a line");
+
+/* ---- epoch journal (HasFS) ----------------------------------------------------- */
+
+#define EJ_MAGIC 0x4c4e524a48434f50ULL /* "POCHJRNL" */
+
+/* One entry: the pages the epoch wrote and the files whose size or time it
+ * changed, with a fingerprint over the header, the lists and the pages'
+ * contents. Recovery recomputes it: whole entries are applied, torn ones
+ * dropped, so writing an entry needs no ordering fence. */
+struct tier_ejournal {
+	uint64_t ej_magic;
+	uint64_t ej_epoch;   /* epoch this entry commits */
+	uint64_t ej_applied; /* last epoch whose entry was applied (tags set) */
+	uint32_t ej_npages;
+	uint32_t ej_nfiles;
+	uint32_t ej_csum; /* crc32c: header (csum 0, ej_applied excluded), lists, pages */
+	uint32_t ej_pad;
+	uint64_t ej_rsvd[3];
+	/* then ej_npages struct ej_page, ej_nfiles struct ej_file */
+};
+_Static_assert(sizeof(struct tier_ejournal) == 64, "journal header is one line");
+struct ej_page {
+	uint32_t ep_chunk; /* chunk number */
+	uint32_t ep_pad;
+	uint64_t ep_tag; /* its tag once the epoch is committed */
+};
+struct ej_file {
+	uint32_t ef_fid;
+	uint32_t ef_pad;
+	uint64_t ef_size;
+	int64_t ef_mtime;
+};
+
+/* ---- the tier header (page 1) --------------------------------------------------- */
+
+#define TIER_BACKING_MAX 1024
+#define TIER_NSTATS	 16
+
+struct tier_header {
+	uint64_t th_magic;
+	uint32_t th_chunk_size;
+	uint32_t th_consistency; /* enum tier_consistency */
+	uint64_t th_nslots;	 /* two chunks each */
+	uint64_t th_desc_off;	 /* 2 * nslots descriptors */
+	uint64_t th_data_off;	 /* 2 * nslots chunks, 2 MiB aligned */
+	uint64_t th_rec_off;
+	uint32_t th_nrecs;
+	uint32_t th_rec_size;
+	uint64_t th_journal_off;
+	uint64_t th_journal_size;
+	uint32_t th_flush_ms; /* background flush period */
+	uint32_t th_epoch_ms; /* epoch mode: period of an epoch */
+	uint64_t th_backing_ino;
+	int64_t th_backing_btime;
+	char th_backing[TIER_BACKING_MAX]; /* absolute path, NUL-terminated */
+	uint32_t th_csum;		   /* crc32c of the fields above */
+	uint32_t th_pad;
+	/* Mutable from here on (not covered by th_csum). */
+	uint64_t th_key_next;		/* next file key (a hint: keys only spread files) */
+	uint64_t th_seq;		/* write sequence floor for the next mount */
+	uint64_t th_stats[TIER_NSTATS]; /* counters kept across mounts (tier_stat_id) */
+};
+_Static_assert(sizeof(struct tier_header) <= 4096, "tier header fits a page");
+
+#endif
