@@ -134,10 +134,8 @@ static int write_back(struct tier *t, struct tier_file *tf, uint64_t c, int sync
 	if (fd < 0)
 		return fd;
 	const char *src = chunk_data(t, c);
-	if (direct) { /* O_DIRECT wants an aligned buffer it may read while we wait */
-		static __thread char *bounce;
-		if (!bounce && posix_memalign((void **)&bounce, 4096, TIER_CHUNK_SIZE))
-			return -ENOMEM;
+	char bounce[TIER_CHUNK_SIZE] __attribute__((aligned(4096)));
+	if (direct) { /* O_DIRECT wants an aligned buffer of our own */
 		memcpy(bounce, src, TIER_CHUNK_SIZE);
 		src = bounce;
 	}
@@ -340,6 +338,10 @@ void tier_rec_publish(struct tier *t, struct tier_file *tf, uint64_t size, int64
 	if (r->r_size != size)
 		pm_store8(&r->r_size, size);
 	pm_store8(&r->r_mtime, (uint64_t)mtime);
+	if (r->r_ctime < mtime) {
+		pm_store8(&r->r_ctime, (uint64_t)mtime);
+		pm_flush(&r->r_ctime, 8);
+	}
 	if (!(r->r_flags & REC_META_STALE))
 		pm_store4(&r->r_flags, r->r_flags | REC_META_STALE);
 	pm_flush(&r->r_size, 16);

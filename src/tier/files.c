@@ -111,6 +111,7 @@ static struct tier_file *tf_new(uint32_t fid, uint64_t ino)
 	tf->ino = ino;
 	tf->wfd = tf->dfd = -1;
 	tf->bucket = -1;
+	tf->refs = 1; /* the table's */
 	pthread_rwlock_init(&tf->lock, NULL);
 	pthread_mutex_init(&tf->flush_lock, NULL);
 	return tf;
@@ -145,6 +146,8 @@ static void lru_add(struct tier *t, struct tier_file *tf)
 	t->lru.lru_prev->lru_next = tf;
 	t->lru.lru_prev = tf;
 }
+
+static void tf_release(struct tier *t, struct tier_file *tf);
 
 int tier_files_init(struct tier *t)
 {
@@ -184,10 +187,8 @@ void tier_files_fini(struct tier *t)
 		struct tier_file *tf = t->files[fid];
 		if (!tf)
 			continue;
-		tf_close_fds(t, tf);
-		pthread_rwlock_destroy(&tf->lock);
-		pthread_mutex_destroy(&tf->flush_lock);
-		free(tf);
+		tf->refs = 1; /* nothing else runs any more */
+		tf_release(t, tf);
 	}
 	free(t->files);
 	free(t->ino_hash);
@@ -252,6 +253,24 @@ static void rec_store_path(struct tier_rec *r, const char *path)
 	pm_flush(&r->r_pathlen, 16);
 }
 
+void tier_note_ctime(struct tier *t, int fd)
+{
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode))
+		return;
+	pthread_mutex_lock(&t->files_lock);
+	struct tier_file *tf = tf_lookup(t, (uint64_t)st.st_ino);
+	if (tf) {
+		struct tier_rec *r = &t->recs[tf->fid];
+		int64_t c = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+		if (c > r->r_ctime) {
+			pm_store8(&r->r_ctime, (uint64_t)c);
+			pm_persist(&r->r_ctime, 8);
+		}
+	}
+	pthread_mutex_unlock(&t->files_lock);
+}
+
 void rec_set_state(struct tier *t, uint32_t fid, uint32_t state)
 {
 	struct tier_rec *r = &t->recs[fid];
@@ -292,6 +311,35 @@ static int rec_find_free(struct tier *t, uint32_t *out)
 	return -ENOSPC;
 }
 
+/* Drops a reference (files_lock held); the last one closes and frees. */
+static void tf_release(struct tier *t, struct tier_file *tf)
+{
+	if (--tf->refs > 0)
+		return;
+	lru_remove(tf);
+	tf_close_fds(t, tf);
+	pthread_rwlock_destroy(&tf->lock);
+	pthread_mutex_destroy(&tf->flush_lock);
+	free(tf);
+}
+
+struct tier_file *tf_ref(struct tier *t, uint32_t fid)
+{
+	pthread_mutex_lock(&t->files_lock);
+	struct tier_file *tf = fid < t->nrecs ? t->files[fid] : NULL;
+	if (tf)
+		tf->refs++;
+	pthread_mutex_unlock(&t->files_lock);
+	return tf;
+}
+
+void tf_put(struct tier *t, struct tier_file *tf)
+{
+	pthread_mutex_lock(&t->files_lock);
+	tf_release(t, tf);
+	pthread_mutex_unlock(&t->files_lock);
+}
+
 /* Called with files_lock held. */
 void rec_free(struct tier *t, struct tier_file *tf)
 {
@@ -301,12 +349,12 @@ void rec_free(struct tier *t, struct tier_file *tf)
 		hash_remove(t, tf);
 	if (tf->bucket >= 0)
 		t->buckets[tf->bucket]--;
+	tf->bucket = -1;
 	lru_remove(tf);
-	tf_close_fds(t, tf);
-	t->files[fid] = NULL;
-	pthread_rwlock_destroy(&tf->lock);
-	pthread_mutex_destroy(&tf->flush_lock);
-	free(tf);
+	if (t->files[fid] == tf) {
+		t->files[fid] = NULL;
+		tf_release(t, tf); /* the table's reference */
+	}
 }
 
 int tf_get_or_create(struct tier *t, int kfd, uint64_t ino, struct tier_file **out)
@@ -315,6 +363,7 @@ int tf_get_or_create(struct tier *t, int kfd, uint64_t ino, struct tier_file **o
 	struct tier_file *tf = tf_lookup(t, ino);
 	if (tf) {
 		tf->opens++;
+		tf->refs++;
 		lru_remove(tf);
 		pthread_mutex_unlock(&t->files_lock);
 		*out = tf;
@@ -351,6 +400,7 @@ int tf_get_or_create(struct tier *t, int kfd, uint64_t ino, struct tier_file **o
 	img.r_size = (uint64_t)st.st_size;
 	img.r_ino = ino;
 	img.r_btime = btime_of(kfd);
+	img.r_ctime = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
 	struct {
 		struct file_handle fh;
 		unsigned char bytes[TIER_HANDLE_MAX];
@@ -375,6 +425,7 @@ int tf_get_or_create(struct tier *t, int kfd, uint64_t ino, struct tier_file **o
 	rec_set_state(t, fid, REC_LIVE);
 	tf->size = (int64_t)st.st_size;
 	tf->opens = 1;
+	tf->refs++; /* the open's */
 	t->files[fid] = tf;
 	hash_insert(t, tf);
 	int b = bucket_of((uint64_t)st.st_size);
@@ -389,6 +440,7 @@ void tf_open_ref(struct tier *t, struct tier_file *tf)
 {
 	pthread_mutex_lock(&t->files_lock);
 	tf->opens++;
+	tf->refs++;
 	lru_remove(tf);
 	pthread_mutex_unlock(&t->files_lock);
 }
@@ -403,7 +455,8 @@ void tf_open_put(struct tier *t, struct tier_file *tf)
 			pthread_mutex_unlock(&t->files_lock);
 			tier_cache_drop_file(t, tf);
 			pthread_mutex_lock(&t->files_lock);
-			rec_free(t, tf);
+			if (t->recs[tf->fid].r_state == REC_ORPHAN && tf->opens == 0)
+				rec_free(t, tf);
 		} else if (tf->wfd >= 0 || tf->dfd >= 0) {
 			lru_add(t, tf);
 			while (t->nwfd > TIER_WFD_MAX && t->lru.lru_next != &t->lru) {
@@ -416,6 +469,7 @@ void tf_open_put(struct tier *t, struct tier_file *tf)
 			}
 		}
 	}
+	tf_release(t, tf); /* the open's reference */
 	pthread_mutex_unlock(&t->files_lock);
 }
 
@@ -635,54 +689,192 @@ static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
 	return 0;
 }
 
-int tier_files_recover(struct tier *t)
+/* ---- finding files by inode number (recovery's last resort) ------------------------- */
+
+struct want {
+	uint64_t ino;
+	int64_t btime;
+	uint32_t fid;
+	char *found; /* relative path, once found */
+};
+
+static int want_cmp(const void *a, const void *b)
 {
-	for (uint32_t fid = 1; fid < t->nrecs; fid++) {
-		struct tier_rec *r = &t->recs[fid];
-		struct tier_file *tf = t->files[fid];
-		if (r->r_state == REC_FREE || !tf)
-			continue;
-		int fd = rec_open(t, r, O_PATH);
-		struct stat st = {0};
-		int present = fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink > 0;
+	uint64_t x = ((const struct want *)a)->ino, y = ((const struct want *)b)->ino;
+	return x < y ? -1 : x > y;
+}
+
+/* Walks the tree below dirfd (path rel, same file system) for the wanted
+ * inodes; stops when none is left. */
+static void walk_for(int dirfd, char *rel, size_t rlen, dev_t dev, struct want *w, size_t nw,
+		     size_t *left, int depth)
+{
+	if (!*left || depth > 512)
+		return;
+	int fd = dup(dirfd);
+	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	if (!d) {
 		if (fd >= 0)
 			close(fd);
-		if (r->r_state == REC_DYING || r->r_state == REC_ORPHAN) {
-			if (present) { /* the removal did not happen, or did not last */
-				rec_set_state(t, fid, REC_LIVE);
-				pthread_mutex_lock(&t->files_lock);
-				if (!tf_lookup(t, tf->ino))
-					hash_insert(t, tf);
-				pthread_mutex_unlock(&t->files_lock);
-			} else {
-				tier_cache_drop_file(t, tf);
-				pthread_mutex_lock(&t->files_lock);
-				rec_free(t, tf);
-				pthread_mutex_unlock(&t->files_lock);
-			}
+		return;
+	}
+	struct dirent *e;
+	while (*left && (e = readdir(d))) {
+		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
+		size_t nl = strlen(e->d_name);
+		if (rlen + nl + 2 >= 4096)
+			continue;
+		struct stat st;
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != dev)
+			continue;
+		char *end = rel + rlen;
+		snprintf(end, 4096 - rlen, "%s%s", rlen ? "/" : "", e->d_name);
+		if (S_ISDIR(st.st_mode)) {
+			int sub = openat(dirfd, e->d_name,
+					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			if (sub >= 0) {
+				walk_for(sub, rel, strlen(rel), dev, w, nw, left, depth + 1);
+				close(sub);
+			}
+		} else if (S_ISREG(st.st_mode)) {
+			struct want key = {.ino = (uint64_t)st.st_ino};
+			struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
+			if (hit && !hit->found) {
+				int f = openat(dirfd, e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+				int64_t bt = f >= 0 ? btime_of(f) : 0;
+				if (f >= 0)
+					close(f);
+				if (!hit->btime || !bt || bt == hit->btime) {
+					hit->found = strdup(rel);
+					(*left)--;
+				}
+			}
 		}
-		if (!present) {
-			if (__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED) == 0 && !r->r_size) {
-				pthread_mutex_lock(&t->files_lock);
-				rec_free(t, tf);
-				pthread_mutex_unlock(&t->files_lock);
+		*end = 0;
+	}
+	closedir(d);
+}
+
+/* Records that are LIVE but whose file neither handle nor path finds (a crash
+ * between a rename and its record's update): look for their inodes. */
+static void find_lost(struct tier *t, struct want *w, size_t nw)
+{
+	if (!nw)
+		return;
+	qsort(w, nw, sizeof(*w), want_cmp);
+	struct stat st;
+	if (fstat(t->root_fd, &st) != 0)
+		return;
+	char rel[4096] = "";
+	size_t left = nw;
+	walk_for(t->root_fd, rel, 0, st.st_dev, w, nw, &left, 0);
+}
+
+/* The record's path, made that of the file fd names if it is not. */
+static void refresh_path(struct tier *t, struct tier_rec *r, int fd)
+{
+	char rel[4096 + 256];
+	if (tier_relpath(t, fd, NULL, rel, sizeof rel) != 0 || strstr(rel, " (deleted)"))
+		return;
+	size_t n = strlen(rel);
+	if (r->r_pathlen == n && !memcmp(r->r_path, rel, n) && path_csum(r) == r->r_rsvd32)
+		return;
+	rec_store_path(r, rel);
+	pm_fence();
+}
+
+int tier_files_recover(struct tier *t)
+{
+	struct want *w = calloc(t->nrecs, sizeof(*w));
+	size_t nw = 0;
+	if (!w)
+		return -ENOMEM;
+	for (int pass = 0; pass < 2; pass++) {
+		if (pass == 1) {
+			find_lost(t, w, nw);
+			if (!nw)
+				break;
+		}
+		for (uint32_t fid = 1; fid < t->nrecs; fid++) {
+			struct tier_rec *r = &t->recs[fid];
+			struct tier_file *tf = t->files[fid];
+			if (r->r_state == REC_FREE || !tf)
+				continue;
+			int fd = -ENOENT;
+			if (pass == 0) {
+				fd = rec_open(t, r, O_PATH);
+			} else {
+				struct want key = {.ino = r->r_ino};
+				struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
+				if (!hit || hit->fid != fid)
+					continue; /* settled in the first pass */
+				if (hit->found)
+					fd = openat(t->root_fd, hit->found,
+						    O_PATH | O_NOFOLLOW | O_CLOEXEC);
+				if (fd < 0)
+					fd = -ENOENT;
+			}
+			struct stat st = {0};
+			int present = fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink > 0;
+			if (present && r->r_state == REC_LIVE)
+				refresh_path(t, r, fd);
+			if (fd >= 0)
+				close(fd);
+			if (!present && pass == 0 && r->r_state == REC_LIVE) {
+				w[nw++] = (struct want){r->r_ino, r->r_btime, fid, NULL};
+				continue; /* the second pass looks for it */
+			}
+			if (r->r_state == REC_DYING || r->r_state == REC_ORPHAN) {
+				if (present) { /* the removal did not happen, or did not last */
+					rec_set_state(t, fid, REC_LIVE);
+					pthread_mutex_lock(&t->files_lock);
+					if (!tf_lookup(t, tf->ino))
+						hash_insert(t, tf);
+					pthread_mutex_unlock(&t->files_lock);
+				} else {
+					tier_cache_drop_file(t, tf);
+					pthread_mutex_lock(&t->files_lock);
+					rec_free(t, tf);
+					pthread_mutex_unlock(&t->files_lock);
+				}
 				continue;
 			}
-			int rc = rec_remake(t, fid, tf);
-			if (rc)
-				return fr_err(rc, "cannot recreate a file of the cache in %s: %s",
-					      t->backing, strerror(-rc > 0 ? -rc : EIO));
-			continue;
-		}
-		/* C3: nothing of the backing file beyond the record's size. */
-		if ((uint64_t)st.st_size > r->r_size) {
-			pm_store4(&r->r_flags, r->r_flags | REC_META_STALE);
-			pm_persist(&r->r_flags, 4);
-			int rc = tier_sync_meta(t, tf);
-			if (rc)
-				return rc;
+			if (!present) {
+				if (__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED) == 0 &&
+				    !r->r_size) {
+					pthread_mutex_lock(&t->files_lock);
+					rec_free(t, tf);
+					pthread_mutex_unlock(&t->files_lock);
+					continue;
+				}
+				int rc = rec_remake(t, fid, tf);
+				if (rc) {
+					for (size_t i = 0; i < nw; i++)
+						free(w[i].found);
+					free(w);
+					return fr_err(
+					    rc, "cannot recreate a file of the cache in %s: %s",
+					    t->backing, strerror(-rc));
+				}
+				continue;
+			}
+			/* C3: nothing of the backing file beyond the record's size. */
+			if ((uint64_t)st.st_size > r->r_size) {
+				pm_store4(&r->r_flags, r->r_flags | REC_META_STALE);
+				pm_persist(&r->r_flags, 4);
+				int rc = tier_sync_meta(t, tf);
+				if (rc) {
+					for (size_t i = 0; i < nw; i++)
+						free(w[i].found);
+					free(w);
+					return rc;
+				}
+			}
 		}
 	}
+	for (size_t i = 0; i < nw; i++)
+		free(w[i].found);
+	free(w);
 	return 0;
 }

@@ -101,8 +101,11 @@ static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, 
 			pthread_mutex_t *lk = slot_lock(t, s);
 			pthread_mutex_lock(lk);
 			uint64_t tag = tag_of(t, f->c);
+			/* Still this file's (the record may have been freed and its
+			 * number given to another file since the round began). */
 			int ok = (tag & (TAG_V | TAG_D)) == (TAG_V | TAG_D) && !(tag & TAG_C) &&
-				 tag_fid(tag) == f->fid && tag_idx(tag) == f->idx;
+				 tag_fid(tag) == f->fid && tag_idx(tag) == f->idx &&
+				 __atomic_load_n(&t->files[f->fid], __ATOMIC_ACQUIRE) == tf;
 			uint64_t size = r->r_size, at = f->idx << TIER_CHUNK_SHIFT;
 			if (ok) {
 				f->tag = tag;
@@ -166,9 +169,11 @@ collected:
 		size_t j = i;
 		while (j < n && fc[j].fid == fc[i].fid)
 			j++;
-		struct tier_file *tf = t->files[fc[i].fid];
-		if (tf)
+		struct tier_file *tf = tf_ref(t, fc[i].fid);
+		if (tf) {
 			flush_file(t, tf, fc + i, j - i);
+			tf_put(t, tf);
+		}
 		i = j;
 	}
 	/* Make everything written durable: data and the namespace around it. */
@@ -192,7 +197,7 @@ collected:
 			pm_store8(&d->d_tag, tag);
 			pm_flush(&d->d_tag, 8);
 			tier_dirty_mark(t, f->c, 0);
-			struct tier_file *tf = t->files[f->fid];
+			struct tier_file *tf = t->files[f->fid]; /* alive: its chunk is valid */
 			if (tf)
 				__atomic_fetch_sub(&tf->ndirty, 1, __ATOMIC_RELAXED);
 			cleaned++;
@@ -204,16 +209,19 @@ collected:
 	for (size_t i = 0; i < n; i++) {
 		if (i && fc[i].fid == fc[i - 1].fid)
 			continue;
-		struct tier_file *tf = t->files[fc[i].fid];
-		if (!tf || __atomic_load_n(&tf->ndirty, __ATOMIC_RELAXED))
+		struct tier_file *tf = tf_ref(t, fc[i].fid);
+		if (!tf)
 			continue;
 		pthread_mutex_lock(&t->files_lock);
-		int closed = tf->opens == 0;
+		int closed = tf->opens == 0 && t->recs[tf->fid].r_state == REC_LIVE &&
+			     t->files[tf->fid] == tf;
 		pthread_mutex_unlock(&t->files_lock);
-		if (closed && pthread_mutex_trylock(&tf->flush_lock) == 0) {
+		if (closed && !__atomic_load_n(&tf->ndirty, __ATOMIC_RELAXED) &&
+		    pthread_mutex_trylock(&tf->flush_lock) == 0) {
 			tier_sync_meta(t, tf);
 			pthread_mutex_unlock(&tf->flush_lock);
 		}
+		tf_put(t, tf);
 	}
 	free(fc);
 	return cleaned;
@@ -309,8 +317,6 @@ static void *flusher_main(void *arg)
 
 int tier_flusher_start(struct tier *t)
 {
-	if (posix_memalign((void **)&t->bounce, 4096, RUN_CHUNKS * TIER_CHUNK_SIZE))
-		return -ENOMEM;
 	pthread_mutex_init(&t->flush_mx, NULL);
 	pthread_cond_init(&t->flush_cv, NULL);
 	t->stop = 0;

@@ -4,10 +4,11 @@
  * Checked: the superblock and tier header, the backing directory and its
  * identity, every record (state, key, path), every tag (names a record, at
  * most one version of a chunk, not beyond its file's size, no write left
- * incomplete) and the epoch journal. What a mount's recovery settles
+ * incomplete) and the epoch journal. What a crash legitimately leaves
  * (interrupted writes, a pending journal entry, records of files removed or
- * never made durable) is reported and, with repair, fixed by mounting and
- * unmounting the pool; damage recovery cannot explain is left uncorrected.
+ * never made durable) is settled first by recovery, as a mount would (like
+ * the pm engine's log replay); whatever is left after that, and damage no
+ * crash explains, is reported and left alone.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -160,6 +161,7 @@ int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 	      void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
 	      void *progress_arg)
 {
+	(void)repair; /* what recovery cannot settle is never guessed at */
 	fr_err_clear();
 	if (!pool)
 		pool = ferrite_default_pool();
@@ -168,15 +170,21 @@ int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 	int rc = pool_open(&p, pool, 0);
 	if (rc)
 		return fr_err_finish(rc);
-	struct check k = {report, report_arg, 0, 0};
-	check_pool(pool, &k, progress, progress_arg);
 	pool_close(&p);
-	if (k.damaged)
+	/* Damage first: recovery must not run on a pool it cannot explain. */
+	struct check k = {NULL, NULL, 0, 0};
+	check_pool(pool, &k, NULL, NULL);
+	if (k.damaged) {
+		struct check again = {report, report_arg, 0, 0};
+		check_pool(pool, &again, progress, progress_arg);
 		return FERRITE_FSCK_UNCORRECTED;
-	if (!k.recoverable)
-		return FERRITE_FSCK_CLEAN;
-	if (!repair)
-		return FERRITE_FSCK_UNCORRECTED;
+	}
+	/* Then recovery, as a mount does it (it is normal after a crash). */
+	if (k.recoverable)
+		fr_report(report, report_arg,
+			  "info: %llu item(s) left by an interruption; recovering them as a "
+			  "mount would (normal after a crash)",
+			  (unsigned long long)k.recoverable);
 	ferrite_fs *fs;
 	rc = tier_mount(pool, NULL, &fs);
 	if (rc) {
@@ -184,8 +192,7 @@ int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 		return FERRITE_FSCK_UNCORRECTED;
 	}
 	tier_unmount(fs);
-	struct check again = {report, report_arg, 0, 0};
-	check_pool(pool, &again, NULL, NULL);
-	return again.damaged || again.recoverable ? FERRITE_FSCK_UNCORRECTED
-						  : FERRITE_FSCK_CORRECTED;
+	struct check after = {report, report_arg, 0, 0};
+	check_pool(pool, &after, progress, progress_arg);
+	return after.damaged || after.recoverable ? FERRITE_FSCK_UNCORRECTED : FERRITE_FSCK_CLEAN;
 }

@@ -206,7 +206,7 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 	th.th_backing_btime = bfd >= 0 ? btime_of_fd(bfd) : 0;
 	if (bfd >= 0)
 		close(bfd);
-	snprintf(th.th_backing, sizeof th.th_backing, "%s", backing);
+	memcpy(th.th_backing, backing, strlen(backing) + 1); /* checked: it fits */
 	th.th_csum = header_csum(&th);
 	pm_copy_flush(base + TIER_HDR_OFF, &th, sizeof th);
 	if (l.journal_size) {

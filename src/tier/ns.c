@@ -368,10 +368,12 @@ static void overlay_stat(struct tier *t, struct stat *st)
 		if (m) {
 			st->st_mtim.tv_sec = m / 1000000000LL;
 			st->st_mtim.tv_nsec = m % 1000000000LL;
-			int64_t c =
-			    (int64_t)st->st_ctim.tv_sec * 1000000000LL + st->st_ctim.tv_nsec;
-			if (m > c)
-				st->st_ctim = st->st_mtim;
+		}
+		/* Status changes the tier made; draining does not count. */
+		int64_t c = FR_MAX(r->r_ctime, m);
+		if (c) {
+			st->st_ctim.tv_sec = c / 1000000000LL;
+			st->st_ctim.tv_nsec = c % 1000000000LL;
 		}
 		blkcnt_t cached = (blkcnt_t)(__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED) *
 					     (TIER_CHUNK_SIZE / 512));
@@ -454,6 +456,8 @@ int tier_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int 
 	proc_path(pp, sizeof pp, fd);
 	if (!rc && chmod(pp, mode & 07777) != 0)
 		rc = -errno;
+	if (!rc)
+		tier_note_ctime(t, fd);
 	put_obj(fd, own);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
@@ -473,6 +477,8 @@ int tier_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t 
 	if (fd < 0)
 		return TIER_END(fd);
 	int rc = fchownat(fd, "", uid, gid, AT_EMPTY_PATH) ? -errno : 0;
+	if (!rc)
+		tier_note_ctime(t, fd);
 	put_obj(fd, own);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
@@ -506,9 +512,14 @@ static void note_utimes(struct tier *t, int fd, const struct timespec ts[2])
 			pm_store4(&r->r_flags, r->r_flags | REC_META_STALE);
 			pm_flush(&r->r_size, 16);
 			pm_flush(&r->r_flags, 4);
-			pm_fence();
 			tf->mtime = m;
 		}
+		int64_t c = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
+		if (c > r->r_ctime) {
+			pm_store8(&r->r_ctime, (uint64_t)c);
+			pm_flush(&r->r_ctime, 8);
+		}
+		pm_fence();
 	}
 	pthread_mutex_unlock(&t->files_lock);
 	pthread_rwlock_unlock(&t->epoch_lock);
@@ -610,9 +621,9 @@ static int install(struct tier *t, int kfd, int flags, int trunc)
 				of->tf = NULL;
 				tier_cache_drop_file(t, old);
 				pthread_mutex_lock(&t->files_lock);
-				if (--old->opens == 0)
-					rec_free(t, old);
+				rec_free(t, old);
 				pthread_mutex_unlock(&t->files_lock);
+				tf_open_put(t, old);
 				rc = tf_get_or_create(t, kfd, (uint64_t)st.st_ino, &of->tf);
 			}
 		}
@@ -1068,7 +1079,7 @@ int tier_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 	else if (S_ISDIR(of->type))
 		rc = -EISDIR;
 	else if (!S_ISREG(of->type))
-		rc = -ENODEV;
+		rc = fr_err(-ENODEV, "fallocate works on regular files only");
 	else if (mode & FALLOC_FL_PUNCH_HOLE)
 		rc = truncate_of(t, of, 0, 1, (uint64_t)offset, (uint64_t)len);
 	else {
@@ -1194,30 +1205,42 @@ ssize_t tier_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, 
 /* The file (pfd, name) is about to lose a name: if that is its last name
  * and it has a record, the record goes DYING first (N2). Returns the file
  * state to finish with remove_done, or NULL. */
-static struct tier_file *remove_begin(struct tier *t, int pfd, const char *name)
+static struct tier_file *remove_begin(struct tier *t, int pfd, const char *name, int *keep)
 {
 	struct stat st;
+	*keep = -1;
 	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 		return NULL;
 	pthread_mutex_lock(&t->files_lock);
 	struct tier_file *tf = tf_lookup(t, (uint64_t)st.st_ino);
 	if (tf && st.st_nlink > 1) {
-		/* Another name stays; this one may be the record's path. */
+		/* Another name stays; this one may be the record's path; the
+		 * file's status changes (its ctime: see remove_keep). */
 		struct tier_rec *r = &t->recs[tf->fid];
 		pm_store4(&r->r_pathlen, 0);
 		pm_persist(&r->r_pathlen, 4);
 		tf = NULL;
+		*keep = openat(pfd, name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
 	}
-	int open_now = tf && tf->opens > 0;
 	if (tf)
 		rec_set_state(t, tf->fid, REC_DYING);
 	pthread_mutex_unlock(&t->files_lock);
-	/* Still open: it may become an orphan, whose chunks must still be
-	 * written back when they are evicted, and a removed file cannot be
-	 * found again by name or handle: open its descriptor now. */
-	if (open_now)
+	/* Until its chunks are gone (or for ever, if it stays open as an
+	 * orphan), an eviction may have to write one back, and a removed file
+	 * cannot be found again by name or handle: open its descriptor now. */
+	if (tf)
 		tf_wfd(t, tf, 0);
 	return tf;
+}
+
+/* A file that lost one of several names: its record keeps the ctime. */
+static void remove_keep(struct tier *t, int keep, int removed)
+{
+	if (keep < 0)
+		return;
+	if (removed)
+		tier_note_ctime(t, keep);
+	close(keep);
 }
 
 static void remove_done(struct tier *t, struct tier_file *tf, int removed)
@@ -1236,13 +1259,13 @@ static void remove_done(struct tier *t, struct tier_file *tf, int removed)
 		pthread_mutex_unlock(&t->files_lock);
 		return;
 	}
-	tf->opens++; /* nobody else frees it meanwhile */
+	tf->refs++; /* alive while its chunks go */
 	pthread_mutex_unlock(&t->files_lock);
 	tier_cache_drop_file(t, tf);
 	pthread_mutex_lock(&t->files_lock);
-	tf->opens--;
 	rec_free(t, tf);
 	pthread_mutex_unlock(&t->files_lock);
+	tf_put(t, tf);
 }
 
 int tier_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
@@ -1254,9 +1277,12 @@ int tier_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
 	int rc = get_parent(t, dirfd, path, &p);
 	if (rc)
 		return TIER_END(rc);
-	struct tier_file *tf = (flags & AT_REMOVEDIR) ? NULL : remove_begin(t, p.pfd, p.name);
+	int keep = -1;
+	struct tier_file *tf =
+	    (flags & AT_REMOVEDIR) ? NULL : remove_begin(t, p.pfd, p.name, &keep);
 	rc = unlinkat(p.pfd, p.name, flags) ? -errno : 0;
 	remove_done(t, tf, rc == 0);
+	remove_keep(t, keep, rc == 0);
 	put_parent(t, &p);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
@@ -1302,10 +1328,12 @@ int tier_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 	if (tier_relpath(t, np.pfd, np.name, newrel_before, sizeof newrel_before) != 0)
 		newrel_before[0] = 0;
 	struct tier_file *victim = NULL;
+	int keep = -1;
 	if (have_old && have_new && !(flags & RENAME_EXCHANGE) && ost.st_ino != nst.st_ino)
-		victim = remove_begin(t, np.pfd, np.name);
+		victim = remove_begin(t, np.pfd, np.name, &keep);
 	rc = syscall(SYS_renameat2, op.pfd, op.name, np.pfd, np.name, flags) ? -errno : 0;
 	remove_done(t, victim, rc == 0);
+	remove_keep(t, keep, rc == 0);
 	if (!rc && have_old && !(have_new && ost.st_ino == nst.st_ino)) {
 		/* The record paths follow (N2 keeps recovery able to find them). */
 		strip_slashes(oldrel);
@@ -1319,6 +1347,17 @@ int tier_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 			   (S_ISDIR(nst.st_mode) || tf_known(t, (uint64_t)nst.st_ino));
 		if (any || anyx)
 			tier_rec_moved(t, mv, (flags & RENAME_EXCHANGE) && have_new ? 2 : 1);
+		/* A moved file's status changed (its ctime). */
+		for (int side = 0; side < 1 + anyx; side++) {
+			if (side == 0 && (S_ISDIR(ost.st_mode) || !any))
+				continue;
+			int fd = openat(side ? op.pfd : np.pfd, side ? op.name : np.name,
+					O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			if (fd >= 0) {
+				tier_note_ctime(t, fd);
+				close(fd);
+			}
+		}
 	}
 	put_parent(t, &np);
 	put_parent(t, &op);
@@ -1352,6 +1391,8 @@ int tier_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
 		proc_path(pp, sizeof pp, ofd);
 		/* Through the magic link: the inode itself, symlinks too. */
 		rc = linkat(AT_FDCWD, pp, np.pfd, np.name, AT_SYMLINK_FOLLOW) ? -errno : 0;
+		if (!rc)
+			tier_note_ctime(t, ofd);
 	}
 	put_parent(t, &np);
 	put_obj(ofd, own);
@@ -1531,6 +1572,8 @@ static ssize_t xattr_call(struct tier *t, int dirfd, const char *path, int flags
 		}
 		r = r < 0 ? -errno : r;
 	}
+	if ((op == XA_SET || op == XA_REMOVE) && r >= 0 && !use_parent)
+		tier_note_ctime(t, fd);
 	if (op == XA_LIST && r > 0 && is_root && value && size) {
 		/* Hide the tier's own mark from the listing. */
 		char *l = value;

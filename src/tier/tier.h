@@ -71,6 +71,7 @@ struct tier_file {
 	pthread_rwlock_t lock;	    /* data: reads shared; writes, truncation exclusive */
 	pthread_mutex_t flush_lock; /* writes of its chunks to the backing file */
 	int opens;		    /* open files using it (t->files_lock) */
+	int refs;		    /* the table's, each open's, the flusher's (t->files_lock) */
 	int wfd, dfd;		    /* backing descriptors for flushing (dfd: O_DIRECT); -1 */
 	int64_t size;		    /* epoch mode: the size in the open epoch */
 	int64_t mtime;		    /* epoch mode: likewise */
@@ -212,6 +213,9 @@ struct tier_file *tf_lookup(struct tier *t, uint64_t ino);
 /* ... or a new record for the open backing file kfd (regular). */
 int tf_get_or_create(struct tier *t, int kfd, uint64_t ino, struct tier_file **out);
 void tf_open_ref(struct tier *t, struct tier_file *tf);
+/* A reference that keeps the state of file fid alive (NULL if none) / its end. */
+struct tier_file *tf_ref(struct tier *t, uint32_t fid);
+void tf_put(struct tier *t, struct tier_file *tf);
 void tf_open_put(struct tier *t, struct tier_file *tf);
 /* A descriptor on the backing file for flushing (O_DIRECT if direct). */
 int tf_wfd(struct tier *t, struct tier_file *tf, int direct);
@@ -230,7 +234,11 @@ void tier_rec_moved(struct tier *t, const struct tier_move *moves, int n);
  * below the backing directory. */
 int tier_relpath(struct tier *t, int kfd, const char *name, char *out, size_t len);
 void rec_set_state(struct tier *t, uint32_t fid, uint32_t state);
-/* Releases a record whose chunks are gone. */
+/* A change through the tier touched the status of the file fd names: its
+ * record keeps the backing file's ctime of now (later drains change that). */
+void tier_note_ctime(struct tier *t, int fd);
+/* Releases a record whose chunks are gone (files_lock held); its state
+ * lives on while references remain. */
 void rec_free(struct tier *t, struct tier_file *tf);
 /* Recovery and unmount: make the backing file's size and mtime the record's. */
 int tier_sync_meta(struct tier *t, struct tier_file *tf);

@@ -100,7 +100,9 @@ struct tier_rec {
 	uint32_t r_hlen;
 	uint32_t r_rsvd32;
 	uint8_t r_handle[TIER_HANDLE_MAX];
-	uint64_t r_rsvd[6];
+	int64_t r_ctime; /* ns: status change time as the tier last made it (draining to
+			  * the backing file changes the backing file's own) */
+	uint64_t r_rsvd[5];
 	char r_path[TIER_PATH_MAX]; /* relative to the backing directory, no NUL */
 };
 _Static_assert(sizeof(struct tier_rec) == TIER_REC_SIZE, "record size");

@@ -358,7 +358,7 @@ int main(int argc, char **argv)
 			keep_going = 1; /* per-op mismatches are reported, the test goes on */
 		else {
 			fprintf(stderr, "usage: persist_test [--seed S] [--ops N] [--cycles C] "
-					"[--mode sync|strict] [--lenient-errmsg] "
+					"[--mode sync|strict|tier|tier-epoch] [--lenient-errmsg] "
 					"[--keep-going] [--no-creat-directory]\n"
 					"       persist_test --verify POOL MANIFEST | "
 					"--expect-busy POOL (used internally)\n");
@@ -375,7 +375,7 @@ int main(int argc, char **argv)
 	    fm_ferrite_mkfs(pool, 256ull << 20, mode, why, sizeof why) < 0) {
 		fprintf(stderr, "setup: %s\n", why);
 		fm_rm_rf(dir);
-		unlink(pool);
+		fm_pool_remove(pool);
 		return 2;
 	}
 	struct fm_backend *a = fm_ferrite_new(pool), *b = fm_posix_new(ref, 0);
@@ -528,7 +528,7 @@ out:
 		fprintf(stderr, "kept for inspection: %s and %s\n", pool, dir);
 	else {
 		fm_rm_rf(dir);
-		unlink(pool);
+		fm_pool_remove(pool);
 	}
 	return rc;
 }
