@@ -44,6 +44,14 @@ int cmd_mount(int argc, char **argv);	  /* cmd_mount.c */
 int cmd_umount(int argc, char **argv);	  /* cmd_mount.c */
 int cmd_run(int argc, char **argv);	  /* cmd_run.c: the preload shim */
 int cmd_crashtest(int argc, char **argv); /* cmd_crashtest.c: runs ferrite-crashtest */
+int cmd_stats(int argc, char **argv);	  /* cmd_stats.c: a tiered pool's cache */
+
+/* The tier section of `ferrite stats` and `ferrite info` (cmd_stats.c). */
+void tier_info_print_text(const struct ferrite_tier_info *ti);
+/* "  \"tier\": {...}" without a trailing comma or newline. */
+void tier_info_print_json_fields(const struct ferrite_tier_info *ti);
+/* s as a JSON string literal on stdout. */
+void json_print_string(const char *s);
 
 /* Mounts POOL, reads ferrite_get_info() into *in and unmounts; prints the
  * error line (as "ferrite CMD: ...") and returns -errno on failure. */

@@ -284,3 +284,18 @@ void cli_progress_end(struct cli_progress *p)
 		fputc('\n', stderr);
 	p->shown = -1;
 }
+
+void json_print_string(const char *s)
+{
+	putchar('"');
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (c == '"' || c == '\\')
+			printf("\\%c", c);
+		else if (c < 0x20)
+			printf("\\u%04x", c);
+		else
+			putchar(c);
+	}
+	putchar('"');
+}

@@ -12,7 +12,8 @@ static const char info_usage[] =
     "Usage: ferrite info [--json] [POOL]\n"
     "\nShow a pool's format version, UUID, mode, space use, file counts,\n"
     "partition and page-table statistics, log slots, backing memory and\n"
-    "persistence instruction.\n"
+    "persistence instruction; for a tiered pool, its backing directory and\n"
+    "the cache's statistics (as `ferrite stats`).\n"
     "\nOptions:\n"
     "  --json        print one JSON object instead of text\n"
     "  --pool POOL   same as the POOL argument\n"
@@ -132,6 +133,43 @@ static void text_partitions(const struct ferrite_info *in)
 		       (unsigned long long)in->partitions_allocated[level]);
 }
 
+static void json_key_string(const char *key, const char *value);
+static void json_key_u64(const char *key, uint64_t value);
+
+/* A tiered pool: its own layout; the tree is the backing directory's. */
+static void info_print_tier_text(const char *pool, const struct ferrite_info *in,
+				 const struct ferrite_tier_info *ti)
+{
+	text_line("pool:", "%s", pool);
+	text_line("format version:", "%u", in->format_version);
+	text_line("uuid:", "%s", in->uuid);
+	text_line("kind:", "tiered pool (a persistent cache)");
+	text_bytes("pool size:", in->pool_bytes);
+	text_bytes("cache space:", in->data_bytes);
+	tier_info_print_text(ti);
+	text_line("backing:", "%s", in->backing);
+	text_line("huge pages:", "%s", in->huge_pages ? "yes (2 MiB)" : "no");
+	text_line("persistence:", "%s", in->persistence);
+	info_print_backing_note(stdout, in);
+}
+
+static void info_print_tier_json(const char *pool, const struct ferrite_info *in,
+				 const struct ferrite_tier_info *ti)
+{
+	puts("{");
+	json_key_string("pool", pool);
+	json_key_u64("format_version", in->format_version);
+	json_key_string("uuid", in->uuid);
+	json_key_string("kind", "tiered");
+	json_key_u64("pool_bytes", in->pool_bytes);
+	json_key_u64("cache_bytes", in->data_bytes);
+	json_key_string("backing", in->backing);
+	printf("  \"huge_pages\": %s,\n", in->huge_pages ? "true" : "false");
+	json_key_string("persistence", in->persistence);
+	tier_info_print_json_fields(ti);
+	puts("\n}");
+}
+
 static void info_print_text(const char *pool, const struct ferrite_info *in)
 {
 	text_line("pool:", "%s", pool);
@@ -162,26 +200,10 @@ static void info_print_text(const char *pool, const struct ferrite_info *in)
 
 /* ---- JSON -------------------------------------------------------------------- */
 
-static void json_string(const char *s)
-{
-	putchar('"');
-	for (; *s; s++) {
-		unsigned char c = (unsigned char)*s;
-
-		if (c == '"' || c == '\\')
-			printf("\\%c", c);
-		else if (c < 0x20)
-			printf("\\u%04x", c);
-		else
-			putchar(c);
-	}
-	putchar('"');
-}
-
 static void json_key_string(const char *key, const char *value)
 {
 	printf("  \"%s\": ", key);
-	json_string(value);
+	json_print_string(value);
 	puts(",");
 }
 
@@ -228,7 +250,7 @@ static void info_print_json(const char *pool, const struct ferrite_info *in)
 	json_key_string("backing", in->backing);
 	printf("  \"huge_pages\": %s,\n", in->huge_pages ? "true" : "false");
 	printf("  \"persistence\": ");
-	json_string(in->persistence);
+	json_print_string(in->persistence);
 	puts("\n}");
 }
 
@@ -267,9 +289,11 @@ int cmd_info(int argc, char **argv)
 		return rc;
 	if (info_load("info", a.pool, &in) < 0)
 		return CLI_EXIT_FAILURE;
+	struct ferrite_tier_info ti;
+	int tier = ferrite_tier_stats(a.pool, &ti) == 0;
 	if (a.json)
-		info_print_json(a.pool, &in);
+		tier ? info_print_tier_json(a.pool, &in, &ti) : info_print_json(a.pool, &in);
 	else
-		info_print_text(a.pool, &in);
+		tier ? info_print_tier_text(a.pool, &in, &ti) : info_print_text(a.pool, &in);
 	return CLI_EXIT_OK;
 }

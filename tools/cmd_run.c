@@ -7,6 +7,8 @@
  * rather than later inside the program.
  */
 #include <errno.h>
+#include <signal.h>
+#include <sys/wait.h>
 #include <getopt.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -193,6 +195,51 @@ static int run_find_shim(char *out, size_t cap)
 	return -ENOENT;
 }
 
+static pid_t run_child;
+
+static void run_forward(int sig)
+{
+	if (run_child > 0)
+		kill(run_child, sig);
+}
+
+/* A tiered pool: the program runs as a child, and once it is gone the pool is
+ * mounted and unmounted here, which drains what it wrote to the backing
+ * directory (a killed program's pool is recovered the same way). */
+static int run_tiered(const struct run_args *a, const char *pool)
+{
+	run_child = fork();
+	if (run_child < 0) {
+		cli_fail("run", "", "fork", strerror(errno));
+		return CLI_EXIT_FAILURE;
+	}
+	if (run_child == 0) {
+		execvp(a->cmd[0], a->cmd);
+		int e = errno;
+		cli_fail("run", "", a->cmd[0], strerror(e));
+		_exit(e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_NOT_RUNNABLE);
+	}
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = run_forward;
+	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	sigaction(SIGQUIT, &sa, NULL);
+	int status = 0;
+	while (waitpid(run_child, &status, 0) < 0 && errno == EINTR)
+		;
+	unsetenv("LD_PRELOAD");
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs) == 0) {
+		if (ferrite_unmount(fs) < 0)
+			cli_fail("run", "", pool, ferrite_errmsg());
+	} /* busy: another process holds it now and drains it itself */
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return WEXITSTATUS(status);
+}
+
 int cmd_run(int argc, char **argv)
 {
 	struct run_args a = {.prefix = "/pm"};
@@ -234,6 +281,9 @@ int cmd_run(int argc, char **argv)
 		return CLI_EXIT_FAILURE;
 	}
 	free(preload);
+	struct ferrite_tier_info ti;
+	if (ferrite_tier_stats(abspool, &ti) == 0)
+		return run_tiered(&a, abspool);
 	execvp(a.cmd[0], a.cmd);
 	int e = errno;
 	cli_fail("run", "", a.cmd[0], strerror(e));

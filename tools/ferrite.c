@@ -28,6 +28,7 @@ static const struct cli_cmd commands[] = {
     {"mount", cmd_mount, "mount a pool on a directory (FUSE)"},
     {"umount", cmd_umount, "unmount it and wait for the pool to be released"},
     {"run", cmd_run, "run a program with its files under /pm in a pool"},
+    {"stats", cmd_stats, "show what the cache of a tiered pool does"},
     {"crashtest", cmd_crashtest, "explore crash states: recover and check every image"},
     {"help", cmd_help, "show the help of a command"},
 };
