@@ -143,6 +143,10 @@ int orphan_cleanup(ferrite_fs *fs);
 /* ---- credentials and permissions (attr.c) ------------------------------- */
 
 const struct fs_cred *cred_get(void);
+/* A walk left the pool through an absolute symlink to host path p: records
+ * p for ferrite_escaped_path() and returns -EXDEV (the tier engine's walker
+ * shares the front ends' contract). */
+int fs_set_escaped_path(const char *p);
 /* 1 if ferrite_set_creds() installed this thread's credentials. */
 int cred_is_explicit(void);
 /* mask: 4 read, 2 write, 1 exec/search. 0 or -EACCES. */

@@ -98,6 +98,14 @@ const char *ferrite_escaped_path(void)
 	return escaped_path;
 }
 
+int fs_set_escaped_path(const char *p)
+{
+	if (strlen(p) >= sizeof(escaped_path))
+		return -ENAMETOOLONG;
+	strcpy(escaped_path, p);
+	return fr_err(-EXDEV, "a symbolic link leads out of the pool, to %s", escaped_path);
+}
+
 /* An absolute symlink target is a host path when the pool has a place on
  * the host: under the prefix it leads back into the pool (strip it), else out
  * of it (-EXDEV; the front end follows ferrite_escaped_path() on the host). */

@@ -615,10 +615,10 @@ int tier_sync_meta(struct tier *t, struct tier_file *tf)
 	if ((uint64_t)st.st_size != r->r_size && ftruncate(fd, (off_t)r->r_size) != 0)
 		return fr_err(-errno, "setting the size of a backing file: %s", strerror(errno));
 	if (r->r_mtime) {
-		struct timespec ts[2] = {{0, UTIME_OMIT},
-					 {r->r_mtime / 1000000000LL, r->r_mtime % 1000000000LL}};
+		struct timespec ts[2] = {{0, UTIME_OMIT}, ns_to_ts(r->r_mtime)};
 		if (futimens(fd, ts) != 0)
-			return -errno;
+			return fr_err(-errno, "setting the mtime of a backing file: %s",
+				      strerror(errno));
 	}
 	pm_store4(&r->r_flags, r->r_flags & ~REC_META_STALE);
 	pm_persist(&r->r_flags, 4);

@@ -612,6 +612,7 @@ int tier_get_info(ferrite_fs *fs, struct ferrite_info *in)
 	for (uint32_t fid = 1; fid < t->nrecs; fid++)
 		in->files += t->recs[fid].r_state == REC_LIVE;
 	snprintf(in->backing, sizeof in->backing, "%s", t->pool.backing);
+	in->max_file_size = TIER_MAX_FILE;
 	in->huge_pages = t->pool.huge;
 	snprintf(in->persistence, sizeof in->persistence, "%s", pm_describe());
 	return fr_err_finish(0);

@@ -43,11 +43,13 @@
 #include "tier/tier.h"
 #include "tier/tier_api.h"
 
-#define TIER_END(rc)	(pm_op_end_check(__func__), fr_err_finish(rc))
+void tier_creds_done(void);
+#define TIER_END(rc)	(tier_creds_done(), pm_op_end_check(__func__), fr_err_finish(rc))
 #define TIER_END_SS(rc) tier_end_ss((rc), __func__)
 static inline ssize_t tier_end_ss(ssize_t rc, const char *fn)
 {
 	(void)fn;
+	tier_creds_done();
 	pm_op_end_check(fn);
 	if (rc < 0)
 		fr_err_finish((int)rc);
@@ -63,33 +65,32 @@ static const char *const POOL_XATTRS[] = {"user.ferrite.pool", "trusted.ferrite.
 
 /* ---- credentials ------------------------------------------------------------------ */
 
-static __thread int applied_state; /* 0: process credentials in force */
-static __thread uid_t applied_uid;
-static __thread gid_t applied_gid;
+static __thread int creds_applied; /* this call switched the thread's fs ids */
 
 void tier_creds_apply(void)
 {
-	if (!cred_is_explicit()) {
-		if (applied_state) {
-			syscall(SYS_setfsuid, geteuid());
-			syscall(SYS_setfsgid, getegid());
-			gid_t g[64];
-			int n = getgroups(64, g);
-			syscall(SYS_setgroups, n < 0 ? 0 : n, g);
-			applied_state = 0;
-		}
+	if (!cred_is_explicit())
 		return;
-	}
 	const struct fs_cred *c = cred_get();
-	if (applied_state && applied_uid == c->uid && applied_gid == c->gid)
-		return;
 	/* Per thread: the raw calls, not glibc's (which apply to every thread). */
 	syscall(SYS_setgroups, c->ngroups, c->groups);
 	syscall(SYS_setfsgid, c->gid);
 	syscall(SYS_setfsuid, c->uid);
-	applied_state = 1;
-	applied_uid = c->uid;
-	applied_gid = c->gid;
+	creds_applied = 1;
+}
+
+/* Back to the process's own ids at the end of every call: nothing else the
+ * thread does (another pool, the host) may run with the caller's. */
+void tier_creds_done(void)
+{
+	if (!creds_applied)
+		return;
+	creds_applied = 0;
+	syscall(SYS_setfsuid, geteuid());
+	syscall(SYS_setfsgid, getegid());
+	gid_t g[64];
+	int n = getgroups(64, g);
+	syscall(SYS_setgroups, n < 0 ? 0 : n, g);
 }
 
 /* ---- descriptors --------------------------------------------------------------------- */
@@ -180,6 +181,8 @@ static int start_dir(struct tier *t, int dirfd, const char *path, int *kdir, con
 		     struct tier_ofile **held)
 {
 	*held = NULL;
+	if (path && strnlen(path, 4096) >= 4096)
+		return fr_err(-ENAMETOOLONG, "path longer than 4095 bytes");
 	if (path && path[0] == '/') {
 		while (*path == '/')
 			path++;
@@ -215,8 +218,112 @@ static long sys_openat2(int dirfd, const char *path, struct open_how *how)
 	return syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
 }
 
+/* The walk for a pool placed at a host prefix (ferrite_set_link_prefix), taken
+ * when the kernel refuses an escape: component by component from kdir, ".."
+ * stops at the root, an absolute symlink under the prefix goes on from the
+ * root, one elsewhere leaves the pool (-EXDEV, ferrite_escaped_path). */
+static int walk_prefixed(struct tier *t, int kdir, const char *path, int flags, mode_t mode)
+{
+	char *buf = malloc(2 * 4096 + 2), *tgt = malloc(4096 + 1);
+	int cur = dup(kdir), rc = 0, links = 0;
+	if (!buf || !tgt || cur < 0) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	snprintf(buf, 2 * 4096 + 2, "%s", path);
+	char *p = buf;
+	for (;;) {
+		while (*p == '/')
+			p++;
+		char *comp = p;
+		while (*p && *p != '/')
+			p++;
+		char save = *p;
+		char *rest = p;
+		while (*rest == '/')
+			rest++;
+		int last = !*rest;
+		int slash = last && rest != p;
+		*p = 0;
+		if (!*comp) { /* the path names cur itself */
+			rc = openat(cur, ".",
+				    (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC);
+			rc = rc < 0 ? -errno : rc;
+			break;
+		}
+		struct stat root, here;
+		if (!strcmp(comp, "..") && fstat(cur, &here) == 0 &&
+		    fstat(t->root_fd, &root) == 0 && here.st_ino == root.st_ino &&
+		    here.st_dev == root.st_dev)
+			comp[1] = 0; /* ".." of the root is the root */
+		int follow = !last || slash || !(flags & O_NOFOLLOW);
+		int fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		struct stat st = {0};
+		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode) && follow &&
+		    !(last && (flags & O_PATH) && (flags & O_NOFOLLOW))) {
+			ssize_t n = readlinkat(fd, "", tgt, 4096);
+			close(fd);
+			if (n < 0 || ++links > 40) {
+				rc = n < 0 ? -errno : -ELOOP;
+				break;
+			}
+			tgt[n] = 0;
+			char *nb = malloc(2 * 4096 + 2);
+			if (!nb) {
+				rc = -ENOMEM;
+				break;
+			}
+			*p = save;
+			int w = snprintf(nb, 2 * 4096 + 2, "%s%s%s", tgt, *rest || slash ? "/" : "",
+					 rest);
+			free(buf);
+			buf = p = nb;
+			if (w < 0 || w >= 4096) {
+				rc = -ENAMETOOLONG;
+				break;
+			}
+			if (tgt[0] == '/') {
+				size_t pl = t->link_prefix_len;
+				if (strncmp(p, t->link_prefix, pl) || (p[pl] && p[pl] != '/')) {
+					rc = fs_set_escaped_path(p);
+					break;
+				}
+				p += pl;
+				close(cur);
+				cur = dup(t->root_fd);
+			}
+			continue;
+		}
+		if (last) {
+			if (fd >= 0)
+				close(fd);
+			/* The last component, no link to follow: the kernel opens it. */
+			rc = openat(cur, comp,
+				    flags | (S_ISLNK(st.st_mode) ? O_NOFOLLOW : 0) | O_CLOEXEC,
+				    mode & 07777);
+			rc = rc < 0 ? -errno : rc;
+			break;
+		}
+		if (fd < 0) {
+			rc = -errno;
+			break;
+		}
+		close(cur);
+		cur = fd;
+		*p = save;
+		p = rest;
+	}
+out:
+	if (cur >= 0)
+		close(cur);
+	free(buf);
+	free(tgt);
+	return rc;
+}
+
 /* openat2 below kdir; refused escapes are resolved again from the root of
- * the tree (where ".." stops and absolute links start). */
+ * the tree (where ".." stops and absolute links start), or by the walk for
+ * a prefixed pool. */
 static int t_open(struct tier *t, int kdir, const char *path, int flags, mode_t mode)
 {
 	struct open_how how = {.flags = (uint64_t)(flags | O_CLOEXEC),
@@ -227,6 +334,8 @@ static int t_open(struct tier *t, int kdir, const char *path, int flags, mode_t 
 		return (int)fd;
 	if (errno != EXDEV)
 		return -errno;
+	if (t->link_prefix)
+		return walk_prefixed(t, kdir, path, flags, mode);
 	char rel[4096 + 256];
 	int rc = tier_relpath(t, kdir, path, rel, sizeof rel);
 	if (rc)
@@ -365,16 +474,12 @@ static void overlay_stat(struct tier *t, struct stat *st)
 		int epoch = t->consistency == TIER_EPOCH;
 		st->st_size = epoch ? (off_t)tf->size : (off_t)r->r_size;
 		int64_t m = epoch && tf->epoch_dirty ? tf->mtime : r->r_mtime;
-		if (m) {
-			st->st_mtim.tv_sec = m / 1000000000LL;
-			st->st_mtim.tv_nsec = m % 1000000000LL;
-		}
+		if (m)
+			st->st_mtim = ns_to_ts(m);
 		/* Status changes the tier made; draining does not count. */
 		int64_t c = FR_MAX(r->r_ctime, m);
-		if (c) {
-			st->st_ctim.tv_sec = c / 1000000000LL;
-			st->st_ctim.tv_nsec = c % 1000000000LL;
-		}
+		if (c)
+			st->st_ctim = ns_to_ts(c);
 		blkcnt_t cached = (blkcnt_t)(__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED) *
 					     (TIER_CHUNK_SIZE / 512));
 		if (st->st_blocks < cached)
@@ -420,7 +525,14 @@ int tier_statvfs(ferrite_fs *fs, struct statvfs *sv)
 	BEGIN(fs);
 	if (!sv)
 		return TIER_END(-EFAULT);
-	return TIER_END(fstatvfs(t->root_fd, sv) ? -errno : 0);
+	if (fstatvfs(t->root_fd, sv) != 0)
+		return TIER_END(-errno);
+	/* Data still only in the cache will take room there. */
+	uint64_t pending = __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED) * TIER_CHUNK_SIZE /
+			   (sv->f_frsize ? sv->f_frsize : 4096);
+	sv->f_bfree = sv->f_bfree > pending ? sv->f_bfree - pending : 0;
+	sv->f_bavail = sv->f_bavail > pending ? sv->f_bavail - pending : 0;
+	return TIER_END(0);
 }
 
 int tier_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags)
@@ -692,7 +804,8 @@ int tier_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t m
 		return TIER_END(-ENOENT);
 	}
 	int kf = kernel_flags(flags), created = 0, kfd;
-	if ((flags & O_CREAT) && !(flags & O_EXCL)) {
+	size_t rl = strlen(rest);
+	if ((flags & O_CREAT) && !(flags & O_EXCL) && rest[rl - 1] != '/') {
 		/* Was it made here? Then its mode is set exactly (umask aside). */
 		kfd = t_open(t, kdir, rest, kf & ~O_CREAT, 0);
 		struct stat st;
@@ -906,9 +1019,10 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 				pthread_rwlock_wrlock(&tf->lock);
 				if ((of->flags & O_APPEND) && !done)
 					at = epoch ? (uint64_t)tf->size : t->recs[tf->fid].r_size;
-				uint64_t end = at + len;
-				if (end < at || end > ((TAG_IDX_MASK + 1) << TIER_CHUNK_SHIFT))
+				if (at + done >= TIER_MAX_FILE)
 					k = fr_err(-EFBIG, "write beyond the largest file size");
+				else if (at + len > TIER_MAX_FILE && !(len = TIER_MAX_FILE - at))
+					k = 0; /* POSIX: a short write up to the limit */
 				else
 					k = tier_cache_write(t, tf, of->kfd, iov, iovcnt, at,
 							     at + done, len - done);
@@ -1042,8 +1156,8 @@ int tier_ftruncate(ferrite_fs *fs, int fd, off_t length)
 		rc = -EINVAL; /* as Linux */
 	else if (!S_ISREG(of->type))
 		rc = -EINVAL;
-	else if ((uint64_t)length > ((TAG_IDX_MASK + 1) << TIER_CHUNK_SHIFT))
-		rc = -EFBIG;
+	else if ((uint64_t)length > TIER_MAX_FILE)
+		rc = fr_err(-EFBIG, "beyond the largest file size");
 	else
 		rc = truncate_of(t, of, (uint64_t)length, 0, 0, 0);
 	tfd_put(t, of);
@@ -1072,8 +1186,8 @@ int tier_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 		rc = -EOPNOTSUPP;
 	else if (offset < 0 || len <= 0)
 		rc = -EINVAL;
-	else if (offset > INT64_MAX - len)
-		rc = -EFBIG;
+	else if (offset > INT64_MAX - len || (uint64_t)(offset + len) > TIER_MAX_FILE)
+		rc = fr_err(-EFBIG, "beyond the largest file size");
 	else if ((of->flags & O_PATH) || (of->flags & O_ACCMODE) == O_RDONLY)
 		rc = -EBADF;
 	else if (S_ISDIR(of->type))
@@ -1405,7 +1519,8 @@ int tier_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
 struct tier_dir {
 	ferrite_fs *fs; /* first (util.h) */
 	DIR *d;
-	int64_t pos;
+	int is_root;
+	uint64_t root_ino;
 };
 
 int tier_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
@@ -1439,6 +1554,12 @@ int tier_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 	}
 	d->fs = fs;
 	d->d = dir;
+	struct stat a, b;
+	if (fstat(kfd, &a) == 0 && fstat(t->root_fd, &b) == 0 && a.st_ino == b.st_ino &&
+	    a.st_dev == b.st_dev) {
+		d->is_root = 1;
+		d->root_ino = (uint64_t)b.st_ino;
+	}
 	*out = (ferrite_dir *)d;
 	return TIER_END(0);
 }
@@ -1468,6 +1589,8 @@ int tier_readdir(ferrite_dir *dir, struct ferrite_dirent *ent)
 		ent->off = e->d_off;
 		ent->type = e->d_type;
 		snprintf(ent->name, sizeof ent->name, "%s", e->d_name);
+		if (d->is_root && !strcmp(e->d_name, ".."))
+			ent->ino = d->root_ino; /* the tree's root is its own parent */
 		return TIER_END(1);
 	}
 }
@@ -1653,8 +1776,30 @@ int tier_set_link_prefix(ferrite_fs *fs, const char *prefix)
 ssize_t tier_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out, off_t *off_out,
 			     size_t len, unsigned flags)
 {
+	struct tier *t = TIER(fs);
+	fr_err_clear();
 	if (flags)
-		return -EINVAL;
+		return fr_err_finish(-EINVAL);
+	struct tier_ofile *a = tfd_get(t, fd_in), *b = tfd_get(t, fd_out);
+	int rc = !a || !b ? -EBADF : 0;
+	if (!rc && (S_ISDIR(a->type) || S_ISDIR(b->type)))
+		rc = -EISDIR;
+	else if (!rc && (!S_ISREG(a->type) || !S_ISREG(b->type)))
+		rc = -EINVAL;
+	else if (!rc && (b->flags & O_APPEND))
+		rc = -EBADF;
+	else if (!rc && a->ino == b->ino) {
+		/* Linux: the same file with overlapping ranges is EINVAL. */
+		int64_t i = off_in ? *off_in : a->pos, o = off_out ? *off_out : b->pos;
+		if (i < o + (int64_t)len && o < i + (int64_t)len)
+			rc = -EINVAL;
+	}
+	if (a)
+		tfd_put(t, a);
+	if (b)
+		tfd_put(t, b);
+	if (rc)
+		return fr_err_finish(rc);
 	size_t bufsz = 256 * 1024;
 	char *buf = malloc(bufsz);
 	if (!buf)

@@ -33,6 +33,9 @@
 #define TIER_SLOT_LOCKS 4096
 #define TIER_BUCKETS	40   /* stride table: files by size, 2^b chunks */
 #define TIER_WFD_MAX	2048 /* backing descriptors kept open for flushing */
+/* The largest file: what ext4 holds with 4 KiB blocks (tags could address
+ * 256 TiB). */
+#define TIER_MAX_FILE ((16ULL << 40) - 4096)
 
 /* Counters, in the stats file `ferrite stats` reads (and th_stats at unmount). */
 enum tier_stat_id {
@@ -194,6 +197,17 @@ static inline pthread_mutex_t *slot_lock(struct tier *t, uint64_t slot)
 {
 	return &t->slot_locks[slot % TIER_SLOT_LOCKS];
 }
+/* Nanoseconds since the epoch (negative before 1970) as a timespec. */
+static inline struct timespec ns_to_ts(int64_t ns)
+{
+	int64_t sec = ns / 1000000000LL, nsec = ns % 1000000000LL;
+	if (nsec < 0) {
+		nsec += 1000000000LL;
+		sec--;
+	}
+	return (struct timespec){(time_t)sec, (long)nsec};
+}
+
 static inline int64_t tier_now_ns(void)
 {
 	struct timespec ts;
