@@ -572,23 +572,24 @@ int ferrite_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int f
 		 void **out)
 {
 	if (is_tier(fs))
-		return tier_nommap(fs);
+		return tier_mmap(fs, fd, addr, len, prot, flags, offset, out);
 	return pmfs_mmap(fs, fd, addr, len, prot, flags, offset, out);
 }
 
 ssize_t ferrite_munmap(ferrite_fs *fs, void *addr, size_t len)
 {
-	return is_tier(fs) ? 0 : pmfs_munmap(fs, addr, len);
+	return is_tier(fs) ? tier_munmap(fs, addr, len) : pmfs_munmap(fs, addr, len);
 }
 
 ssize_t ferrite_msync(ferrite_fs *fs, void *addr, size_t len, int flags)
 {
-	return is_tier(fs) ? 0 : pmfs_msync(fs, addr, len, flags);
+	return is_tier(fs) ? tier_msync(fs, addr, len, flags) : pmfs_msync(fs, addr, len, flags);
 }
 
 ssize_t ferrite_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot)
 {
-	return is_tier(fs) ? 0 : pmfs_mprotect(fs, addr, len, prot);
+	return is_tier(fs) ? tier_mprotect(fs, addr, len, prot)
+			   : pmfs_mprotect(fs, addr, len, prot);
 }
 
 int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)

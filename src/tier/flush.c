@@ -86,7 +86,8 @@ static int put_run(struct tier *t, struct tier_file *tf, const char *buf, uint64
 }
 
 /* Copies and writes the chunks of one file, fc[0..n), sorted by index. */
-static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, size_t n)
+static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, size_t n,
+		       char *bounce)
 {
 	pthread_mutex_lock(&tf->flush_lock);
 	struct tier_rec *r = &t->recs[tf->fid];
@@ -111,7 +112,7 @@ static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, 
 				f->tag = tag;
 				f->seq = chunk_desc(t, f->c)->d_seq;
 				if (at < size) {
-					memcpy(t->bounce + (j - i) * TIER_CHUNK_SIZE,
+					memcpy(bounce + (j - i) * TIER_CHUNK_SIZE,
 					       chunk_data(t, f->c), TIER_CHUNK_SIZE);
 					len = FR_MIN((j - i + 1) * (uint64_t)TIER_CHUNK_SIZE,
 						     size - (start << TIER_CHUNK_SHIFT));
@@ -126,7 +127,7 @@ static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, 
 			j++;
 		}
 		/* The chunks whose bytes are beyond the size need no write. */
-		if (len && put_run(t, tf, t->bounce, start << TIER_CHUNK_SHIFT, len) != 0)
+		if (len && put_run(t, tf, bounce, start << TIER_CHUNK_SHIFT, len) != 0)
 			for (size_t k = i; k < j; k++)
 				fc[k].written = 0; /* stays dirty: try again next round */
 		i = j;
@@ -135,7 +136,7 @@ static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, 
 }
 
 /* One round: returns the chunks made clean, or -errno. */
-static int64_t flush_round(struct tier *t, struct tier_file *only, int *left)
+static int64_t flush_round(struct tier *t, struct tier_file *only, int *left, char *bounce)
 {
 	struct fchunk *fc = malloc(ROUND_MAX * sizeof(*fc));
 	if (!fc)
@@ -171,7 +172,7 @@ collected:
 			j++;
 		struct tier_file *tf = tf_ref(t, fc[i].fid);
 		if (tf) {
-			flush_file(t, tf, fc + i, j - i);
+			flush_file(t, tf, fc + i, j - i, bounce);
 			tf_put(t, tf);
 		}
 		i = j;
@@ -227,11 +228,24 @@ collected:
 	return cleaned;
 }
 
+static int drain_with(struct tier *t, struct tier_file *only, char *bounce);
+
 int tier_drain(struct tier *t, struct tier_file *only)
+{
+	/* Its own buffer: the flusher may be running too. */
+	char *bounce;
+	if (posix_memalign((void **)&bounce, 4096, RUN_CHUNKS * TIER_CHUNK_SIZE))
+		return -ENOMEM;
+	int rc = drain_with(t, only, bounce);
+	free(bounce);
+	return rc;
+}
+
+static int drain_with(struct tier *t, struct tier_file *only, char *bounce)
 {
 	for (int tries = 0;; tries++) {
 		int left;
-		int64_t r = flush_round(t, only, &left);
+		int64_t r = flush_round(t, only, &left, bounce);
 		if (r < 0)
 			return (int)r;
 		if (r > 0)
@@ -297,7 +311,7 @@ static void *flusher_main(void *arg)
 			syncfs(t->root_fd);
 		int left = 1;
 		while (left && !t->stop && __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED)) {
-			int64_t r = flush_round(t, NULL, &left);
+			int64_t r = flush_round(t, NULL, &left, t->bounce);
 			if (r > 0) {
 				tier_count(t, TS_FLUSH_ROUNDS, 1);
 				tier_count(t, TS_FLUSH_PERIODIC, (uint64_t)r);

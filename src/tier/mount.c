@@ -540,6 +540,7 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 		pthread_mutex_init(&t->slot_locks[i], NULL);
 	pthread_mutex_init(&t->fd_lock, NULL);
 	pthread_rwlock_init(&t->epoch_lock, NULL);
+	pthread_mutex_init(&t->map_lock, NULL);
 	t->dirty_bits = calloc((t->nchunks + 63) / 64, sizeof(uint64_t));
 	if (!t->dirty_bits || posix_memalign((void **)&t->bounce, 4096, 256 * TIER_CHUNK_SIZE)) {
 		rc = -ENOMEM;
@@ -582,7 +583,9 @@ int tier_unmount(ferrite_fs *fs)
 	fr_err_clear();
 	tier_flusher_stop(t);
 	tier_epoch_commit(t);
+	tier_maps_end(t);
 	tier_fds_close_all(t);
+	tier_streams_close_all(t);
 	int rc = tier_drain(t, NULL);
 	if (rc)
 		fprintf(stderr,

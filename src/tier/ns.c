@@ -32,6 +32,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 #include <sys/syscall.h>
@@ -213,9 +214,15 @@ static void end_dir(struct tier *t, struct tier_ofile *held)
 		tfd_put(t, held);
 }
 
+/* RESOLVE_IN_ROOT refuses with EAGAIN when a rename anywhere on the system
+ * raced a ".." step; nothing was opened, so the walk simply runs again. */
 static long sys_openat2(int dirfd, const char *path, struct open_how *how)
 {
-	return syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
+	long fd;
+	do
+		fd = syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
+	while (fd < 0 && errno == EAGAIN && (how->resolve & (RESOLVE_IN_ROOT | RESOLVE_BENEATH)));
+	return fd;
 }
 
 /* The walk for a pool placed at a host prefix (ferrite_set_link_prefix), taken
@@ -971,6 +978,27 @@ static ssize_t uncached_io(struct tier_ofile *of, const struct iovec *iov, int i
 	return r < 0 ? -errno : r;
 }
 
+/* A file someone has mapped: its backing file directly (see tier_mmap); the
+ * record follows the size. */
+static ssize_t mapped_io(struct tier *t, struct tier_ofile *of, const struct iovec *iov, int iovcnt,
+			 int64_t off, int write)
+{
+	struct tier_file *tf = of->tf;
+	if (write)
+		pthread_rwlock_wrlock(&tf->lock);
+	else
+		pthread_rwlock_rdlock(&tf->lock);
+	ssize_t r = uncached_io(of, iov, iovcnt, off, write);
+	struct stat st;
+	if (write && r > 0 && fstat(of->kfd, &st) == 0) {
+		tier_rec_publish(t, tf, (uint64_t)st.st_size, tier_now_ns());
+		pm_fence();
+		tf->size = st.st_size;
+	}
+	pthread_rwlock_unlock(&tf->lock);
+	return r;
+}
+
 ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off, int write)
 {
 	BEGIN(fs);
@@ -1001,6 +1029,8 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 		r = S_ISREG(of->type) || !S_ISCHR(of->type)
 			? uncached_io(of, iov, iovcnt, (int64_t)at, write)
 			: -EINVAL;
+	} else if (__atomic_load_n(&of->tf->mapped, __ATOMIC_ACQUIRE)) {
+		r = mapped_io(t, of, iov, iovcnt, (int64_t)at, write);
 	} else if (len == 0) {
 		r = 0;
 	} else {
@@ -1113,6 +1143,23 @@ static int truncate_of(struct tier *t, struct tier_ofile *of, uint64_t len, int 
 		       uint64_t poff, uint64_t plen)
 {
 	struct tier_file *tf = of->tf;
+	if (tf && __atomic_load_n(&tf->mapped, __ATOMIC_ACQUIRE)) {
+		/* Mapped: the backing file directly (tier_mmap). */
+		pthread_rwlock_wrlock(&tf->lock);
+		int rc = punch_off_len
+			     ? fallocate(of->kfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					 (off_t)poff, (off_t)plen)
+			     : ftruncate(of->kfd, (off_t)len);
+		rc = rc ? -errno : fdatasync(of->kfd) ? -errno : 0;
+		struct stat st;
+		if (!rc && fstat(of->kfd, &st) == 0) {
+			tier_rec_publish(t, tf, (uint64_t)st.st_size, tier_now_ns());
+			pm_fence();
+			tf->size = st.st_size;
+		}
+		pthread_rwlock_unlock(&tf->lock);
+		return rc;
+	}
 	if (!tf) {
 		if (punch_off_len)
 			return fallocate(of->kfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -1521,6 +1568,7 @@ struct tier_dir {
 	DIR *d;
 	int is_root;
 	uint64_t root_ino;
+	struct tier_dir *next; /* in tier.streams, so unmount can close it */
 };
 
 int tier_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
@@ -1560,6 +1608,10 @@ int tier_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 		d->is_root = 1;
 		d->root_ino = (uint64_t)b.st_ino;
 	}
+	pthread_mutex_lock(&t->fd_lock);
+	d->next = t->streams;
+	t->streams = d;
+	pthread_mutex_unlock(&t->fd_lock);
 	*out = (ferrite_dir *)d;
 	return TIER_END(0);
 }
@@ -1627,9 +1679,23 @@ int tier_closedir(ferrite_dir *dir)
 	struct tier_dir *d = (struct tier_dir *)dir;
 	if (!d)
 		return -EINVAL;
+	struct tier *t = TIER(d->fs);
+	pthread_mutex_lock(&t->fd_lock);
+	struct tier_dir **pp = &t->streams;
+	while (*pp && *pp != d)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = d->next;
+	pthread_mutex_unlock(&t->fd_lock);
 	closedir(d->d);
 	free(d);
 	return 0;
+}
+
+void tier_streams_close_all(struct tier *t)
+{
+	while (t->streams)
+		tier_closedir((ferrite_dir *)t->streams);
 }
 
 /* ---- extended attributes --------------------------------------------------------------------- */
@@ -1833,10 +1899,172 @@ ssize_t tier_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_ou
 	return total;
 }
 
-int tier_nommap(ferrite_fs *fs)
+/* ---- memory mappings ------------------------------------------------------------------ *
+ *
+ * A mapping is the kernel's mapping of the backing file, made after the
+ * file's cached chunks are drained and dropped. While a file has one, its
+ * reads and writes go straight to the backing file (a write is synced
+ * before it returns), so the mapping and the calls see the same bytes;
+ * stores through the mapping are durable after msync or munmap, as the
+ * contract of ferrite_mmap says. */
+
+struct tier_map {
+	char *addr;
+	size_t len;
+	int shared;
+	struct tier_file *tf;
+	struct tier_map *next;
+};
+
+int tier_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags, off_t offset,
+	      void **out)
 {
-	(void)fs;
-	return fr_err_finish(fr_err(-ENODEV, "files of a tiered pool cannot be mapped in "
-					     "memory here (use `ferrite mount`, where the kernel "
-					     "maps them)"));
+	BEGIN(fs);
+	if (!out)
+		return TIER_END(-EFAULT);
+	if (len == 0 || (offset & 4095))
+		return TIER_END(-EINVAL);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	int rc = 0;
+	struct tier_file *tf = of->tf;
+	if ((of->flags & O_PATH) || S_ISDIR(of->type))
+		rc = -EBADF;
+	else if (!S_ISREG(of->type))
+		rc = -ENODEV;
+	struct tier_map *m = rc ? NULL : calloc(1, sizeof(*m));
+	if (!rc && !m)
+		rc = -ENOMEM;
+	if (!rc && tf) {
+		/* Everything of the file in the backing file first. */
+		int epoch = t->consistency == TIER_EPOCH;
+		if (epoch) {
+			pthread_rwlock_wrlock(&t->epoch_lock);
+			rc = tier_epoch_commit_locked(t);
+		}
+		pthread_rwlock_wrlock(&tf->lock);
+		if (!rc && !tf->mapped) {
+			rc = tier_drain(t, tf);
+			if (!rc)
+				tier_cache_drop_file(t, tf);
+		}
+		if (!rc)
+			__atomic_fetch_add(&tf->mapped, 1, __ATOMIC_ACQ_REL);
+		pthread_rwlock_unlock(&tf->lock);
+		if (epoch)
+			pthread_rwlock_unlock(&t->epoch_lock);
+	}
+	if (!rc) {
+		void *p = mmap(addr, len, prot, flags, of->kfd, offset);
+		if (p == MAP_FAILED) {
+			rc = -errno;
+			if (tf)
+				__atomic_fetch_sub(&tf->mapped, 1, __ATOMIC_ACQ_REL);
+		} else {
+			m->addr = p;
+			m->len = len;
+			m->shared = (flags & MAP_SHARED) != 0;
+			m->tf = tf;
+			if (tf)
+				tf_open_ref(t, tf); /* the mapping keeps it */
+			pthread_mutex_lock(&t->map_lock);
+			m->next = t->maps;
+			t->maps = m;
+			pthread_mutex_unlock(&t->map_lock);
+			*out = p;
+			m = NULL;
+		}
+	}
+	free(m);
+	tfd_put(t, of);
+	return TIER_END(rc);
+}
+
+/* Calls fn on the parts of [addr, addr + len) that are mappings; returns the
+ * bytes covered. remove: the mappings covered are forgotten (a partial cover
+ * keeps the rest). */
+static ssize_t maps_in(struct tier *t, char *addr, size_t len, int remove,
+		       void (*fn)(struct tier *t, struct tier_map *m, char *a, size_t n, int arg),
+		       int arg)
+{
+	ssize_t covered = 0;
+	pthread_mutex_lock(&t->map_lock);
+	for (struct tier_map **pp = &t->maps; *pp;) {
+		struct tier_map *m = *pp;
+		char *a = FR_MAX(addr, m->addr), *b = FR_MIN(addr + len, m->addr + m->len);
+		if (a >= b) {
+			pp = &m->next;
+			continue;
+		}
+		covered += b - a;
+		if (fn)
+			fn(t, m, a, (size_t)(b - a), arg);
+		if (remove && a == m->addr && b == m->addr + m->len) {
+			*pp = m->next;
+			if (m->tf) {
+				__atomic_fetch_sub(&m->tf->mapped, 1, __ATOMIC_ACQ_REL);
+				tf_open_put(t, m->tf);
+			}
+			free(m);
+			continue;
+		}
+		if (remove && a == m->addr) { /* the front goes */
+			m->len -= (size_t)(b - a);
+			m->addr = b;
+		} else if (remove && b == m->addr + m->len) {
+			m->len -= (size_t)(b - a);
+		}
+		pp = &m->next;
+	}
+	pthread_mutex_unlock(&t->map_lock);
+	return covered;
+}
+
+static void sync_part(struct tier *t, struct tier_map *m, char *a, size_t n, int flags)
+{
+	(void)t;
+	if (!m->shared)
+		return;
+	char *pa = (char *)FR_ALIGN_DOWN((uintptr_t)a, (uintptr_t)4096);
+	msync(pa, n + (size_t)(a - pa), flags);
+}
+
+static void end_part(struct tier *t, struct tier_map *m, char *a, size_t n, int arg)
+{
+	(void)arg;
+	sync_part(t, m, a, n, MS_SYNC);
+	/* An inaccessible reservation until the caller unmaps (ferrite.h). */
+	mmap(a, n, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE, -1, 0);
+}
+
+ssize_t tier_munmap(ferrite_fs *fs, void *addr, size_t len)
+{
+	struct tier *t = TIER(fs);
+	if (!t->maps)
+		return 0;
+	return maps_in(t, addr, len, 1, end_part, 0);
+}
+
+ssize_t tier_msync(ferrite_fs *fs, void *addr, size_t len, int flags)
+{
+	struct tier *t = TIER(fs);
+	if (!t->maps)
+		return 0;
+	return maps_in(t, addr, len, 0, sync_part, (flags & MS_ASYNC) ? MS_ASYNC : MS_SYNC);
+}
+
+ssize_t tier_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot)
+{
+	struct tier *t = TIER(fs);
+	(void)prot; /* the kernel's mapping: mprotect(2) did it all */
+	if (!t->maps)
+		return 0;
+	return maps_in(t, addr, len, 0, NULL, 0);
+}
+
+void tier_maps_end(struct tier *t)
+{
+	while (t->maps)
+		maps_in(t, t->maps->addr, t->maps->len, 1, end_part, 0);
 }

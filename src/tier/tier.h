@@ -82,6 +82,7 @@ struct tier_file {
 	uint64_t nvalid;	    /* valid chunks (atomic) */
 	uint64_t ndirty;	    /* valid dirty chunks (atomic) */
 	int bucket;		    /* stride table bucket it is counted in, -1 none */
+	int mapped;		    /* memory mappings (ns.c): its I/O bypasses the cache */
 	struct tier_file *hnext;    /* ino hash chain */
 	struct tier_file *lru_prev, *lru_next; /* files holding wfd but not open */
 };
@@ -142,6 +143,7 @@ struct tier {
 	int fd_cap, fd_free_hint;
 	char *link_prefix;
 	size_t link_prefix_len;
+	struct tier_dir *streams; /* open directory streams, under fd_lock */
 
 	/* The flusher. */
 	pthread_t flusher;
@@ -160,6 +162,10 @@ struct tier {
 	uint32_t epoch_npages, epoch_cap;
 	uint32_t epoch_reserved; /* pages promised to writes under way (atomic) */
 	struct tier_ejournal *journal;
+
+	/* Memory mappings of backing files (ns.c). */
+	pthread_mutex_t map_lock;
+	struct tier_map *maps;
 
 	struct tier_live_stats *live;
 	char live_path[128];
@@ -310,6 +316,9 @@ void tier_epoch_add(struct tier *t, uint64_t c, uint64_t tag);
 struct tier_ofile *tfd_get(struct tier *t, int fd);
 void tfd_put(struct tier *t, struct tier_ofile *of);
 void tier_fds_close_all(struct tier *t);
+void tier_streams_close_all(struct tier *t);
+/* Ends every memory mapping (unmount). */
+void tier_maps_end(struct tier *t);
 /* Thread credentials (ferrite_set_creds) applied to the kernel calls. */
 void tier_creds_apply(void);
 

@@ -22,8 +22,13 @@ int tier_read_stats(const char *pool, struct ferrite_tier_info *info);
  * advances the descriptor's position. */
 ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off,
 		int write);
-/* Tiered pools do not map files (the data may be in the backing file only). */
-int tier_nommap(ferrite_fs *fs);
+/* Memory mappings: the kernel's of the backing file, once the file's cached
+ * chunks are drained (ns.c). */
+int tier_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags, off_t offset,
+	      void **out);
+ssize_t tier_munmap(ferrite_fs *fs, void *addr, size_t len);
+ssize_t tier_msync(ferrite_fs *fs, void *addr, size_t len, int flags);
+ssize_t tier_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot);
 int tier_unmount(ferrite_fs *fs);
 int tier_close(ferrite_fs *fs, int fd);
 int tier_dup(ferrite_fs *fs, int fd);

@@ -14,11 +14,13 @@
  *     acknowledged;
  *   - removed files: an open unlinked file keeps its data until its last
  *     close; a hard link keeps the data after the other name goes;
- *   - memory maps are refused (ENODEV), and the counters are readable live.
+ *   - a memory mapping (the backing file's, once the cache drained it) and
+ *     the calls see each other's bytes; the counters are readable live.
  * Needs root for the read-only and full file systems (tmpfs mounts).
  */
 #include "ft_test.h"
 
+#include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/xattr.h>
 
@@ -311,8 +313,6 @@ static int larger_than_cache(void)
 		 "six files each larger than the cache: wrap-arounds %llu, collisions %llu",
 		 (unsigned long long)ti.wraparounds, (unsigned long long)ti.collisions);
 	FT_CHECK(ti.read_misses > 0, "most reads come from the backing files");
-	FT_CHECK(ferrite_mmap(fs, 0, NULL, 4096, 1, 1, 0, NULL) == -ENODEV,
-		 "tiered pools refuse to map files");
 	FT_OK(ferrite_unmount(fs));
 	for (int i = 0; i < 6; i++) {
 		char file[320];
@@ -466,7 +466,52 @@ static int removal(void)
 	return 0;
 }
 
+/* A mapping sees what the cache held (drained first) and the calls see what
+ * is stored through it; after munmap the cache takes over again. */
+static int mapping(void)
+{
+	const char *d = scratch("map");
+	char pool[300], backing[300];
+	snprintf(pool, sizeof pool, "%s/p.pool", d);
+	snprintf(backing, sizeof backing, "%s/b", d);
+	FT_OK(mkfs_tier(pool, backing, 16 * MIB, 0, 60000, 0));
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_RUN(write_pattern(fs, "/m", 3 * 65536 + 100, 41));
+	int fd = FT_OK(ferrite_open(fs, "/m", O_RDWR, 0));
+	void *p = NULL;
+	FT_OK(ferrite_mmap(fs, fd, NULL, 4 * 65536, PROT_READ | PROT_WRITE, MAP_SHARED, 0, &p));
+	FT_CHECK(ft_verify(p, 3 * 65536 + 100, 41, 0) < 0, "the mapping shows the cached bytes");
+	memset((char *)p + 5000, 'm', 3000);
+	FT_CHECK(ferrite_msync(fs, (char *)p + 4096, 8192, MS_SYNC) > 0, "msync covers it");
+	char b[3000];
+	FT_EQ(ferrite_pread(fs, fd, b, sizeof b, 5000), 3000);
+	FT_CHECK(b[0] == 'm' && b[2999] == 'm', "pread sees the stores through the mapping");
+	FT_EQ(ferrite_pwrite(fs, fd, "WWW", 3, 70000), 3);
+	FT_CHECK(!memcmp((char *)p + 70000, "WWW", 3), "the mapping sees the write");
+	FT_CHECK(ferrite_munmap(fs, p, 4 * 65536) == 4 * 65536, "munmap ends the mapping");
+	munmap(p, 4 * 65536);
+	FT_EQ(ferrite_pwrite(fs, fd, "Z", 1, 0), 1); /* through the cache again */
+	FT_OK(ferrite_close(fs, fd));
+	FT_OK(ferrite_unmount(fs));
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	fd = FT_OK(ferrite_open(fs, "/m", O_RDONLY, 0));
+	FT_EQ(ferrite_pread(fs, fd, b, 1, 0), 1);
+	FT_EQ(b[0], 'Z');
+	FT_EQ(ferrite_pread(fs, fd, b, 3, 70000), 3);
+	FT_CHECK(!memcmp(b, "WWW", 3), "kept");
+	FT_EQ(ferrite_pread(fs, fd, b, 1, 6000), 1);
+	FT_EQ(b[0], 'm');
+	FT_OK(ferrite_close(fs, fd));
+	FT_OK(ferrite_unmount(fs));
+	FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	unlink(pool);
+	scratch_done();
+	return 0;
+}
+
 static const struct ft_case cases[] = {
+    {"mapping", mapping, 0},
     {"bad_backing", bad_backing, 0},
     {"readonly_backing", readonly_backing, 0},
     {"full_backing", full_backing, 0},

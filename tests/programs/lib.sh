@@ -18,6 +18,10 @@
 #   FERRITE=PATH      the ferrite command (default: build/tools/ferrite of this repo,
 #                     then $PATH)
 #   PROG_POOL_SIZE    size of the scratch pool (default 2G)
+#   PROG_TIER=1       format it as a tiered pool (ferrite mkfs --tier) caching a
+#                     directory on the machine's disk ($PROG_TIER_DIR, default
+#                     /var/tmp); free-space checks then do not apply (the space
+#                     is the backing file system's, shared with everything else)
 #   PROG_TIMEOUT      seconds one program may run before it counts as hung (600)
 #
 # Exit status of the scripts: 0 passed, 1 a check failed, 2 usage or set-up error,
@@ -57,6 +61,7 @@ ferrite_has() {
 
 MODE=""
 POOL=""
+BACKING=""
 MNT=""
 D=""
 WORK=""
@@ -157,6 +162,7 @@ pool_check() {
 
 # Free bytes of the pool; nothing in native mode (tmpfs is shared, meaningless).
 pool_free() {
+	[ -n "$BACKING" ] && { echo ""; return; } # a tiered pool: the backing file system's
 	case "$MODE" in
 	native) echo "" ;;
 	shim) "$FERRITE" info --json "$POOL" | sed -n 's/^ *"free_bytes": *\([0-9]*\).*/\1/p' ;;
@@ -175,6 +181,7 @@ mode_cleanup() {
 		rmdir "$MNT" 2>/dev/null
 	fi
 	[ -n "$POOL" ] && rm -f "$POOL"
+	[ -n "$BACKING" ] && rm -rf "$BACKING"
 	[ "$MODE" = native ] && [ -n "$D" ] && rm -rf "$D"
 	[ -n "$WORK" ] && rm -rf "$WORK"
 	return 0
@@ -203,7 +210,13 @@ mode_setup() {
 		command -v fusermount3 >/dev/null || skip_all "fusermount3 not installed"
 	fi
 	POOL=/dev/shm/ferrite-prog-$$.pool
-	bounded "$FERRITE" mkfs --size "$PROG_POOL_SIZE" "$POOL" >"$WORK/mkfs.out" 2>&1 ||
+	local tier=()
+	if [ "${PROG_TIER:-0}" = 1 ]; then
+		BACKING=$(mktemp -d "${PROG_TIER_DIR:-/var/tmp}/ferrite-prog-backing.XXXXXX")
+		tier=(--tier "$BACKING")
+		say "tiered pool caching $BACKING ($(df -T "$BACKING" | awk 'NR == 2 { print $2 " on " $1 }'))"
+	fi
+	bounded "$FERRITE" mkfs --size "$PROG_POOL_SIZE" "${tier[@]}" "$POOL" >"$WORK/mkfs.out" 2>&1 ||
 		{
 			cat "$WORK/mkfs.out" >&2
 			die "ferrite mkfs $POOL failed"
