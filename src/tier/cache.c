@@ -712,12 +712,16 @@ ssize_t tier_cache_read(struct tier *t, struct tier_file *tf, int kfd, const str
 
 /* ---- truncation, punching, removal --------------------------------------------------- */
 
-/* Invalidates the file's chunks with index in [from, to) (flush lock held). */
-static void drop_chunks(struct tier *t, struct tier_file *tf, uint64_t from, uint64_t to)
+/* Invalidates the file's chunks with index in [from, to) (flush lock held);
+ * clean_only: only those whose content the backing file holds (neither D
+ * nor C), which C1 allows to drop at any time. */
+static void drop_some_chunks(struct tier *t, struct tier_file *tf, uint64_t from, uint64_t to,
+			     int clean_only)
 {
 	if (from >= to)
 		return;
 	uint64_t key = t->recs[tf->fid].r_key;
+	uint64_t keep = clean_only ? TAG_D | TAG_C : 0;
 	int any = 0;
 	if (to - from >= t->nslots) { /* every slot may hold some */
 		for (uint64_t s = 0; s < t->nslots; s++) {
@@ -725,7 +729,7 @@ static void drop_chunks(struct tier *t, struct tier_file *tf, uint64_t from, uin
 			pthread_mutex_lock(lk);
 			for (uint64_t c = 2 * s; c < 2 * s + 2; c++) {
 				uint64_t tag = tag_of(t, c);
-				if ((tag & TAG_V) && tag_fid(tag) == tf->fid &&
+				if ((tag & TAG_V) && !(tag & keep) && tag_fid(tag) == tf->fid &&
 				    tag_idx(tag) >= from && tag_idx(tag) < to) {
 					tier_set_tag(t, c, 0);
 					any = 1;
@@ -738,17 +742,25 @@ static void drop_chunks(struct tier *t, struct tier_file *tf, uint64_t from, uin
 			uint64_t s = slot_of(t, key, idx);
 			pthread_mutex_t *lk = slot_lock(t, s);
 			pthread_mutex_lock(lk);
-			int64_t c;
 			/* Both versions, in epoch mode: the committed and the open. */
-			while ((c = find_chunk(t, s, tag_make(tf->fid, idx, 0))) >= 0) {
-				tier_set_tag(t, (uint64_t)c, 0);
-				any = 1;
+			for (uint64_t c = 2 * s; c < 2 * s + 2; c++) {
+				uint64_t tag = tag_of(t, c);
+				if ((tag & TAG_V) && !(tag & keep) &&
+				    tag_same(tag, tag_make(tf->fid, idx, 0))) {
+					tier_set_tag(t, c, 0);
+					any = 1;
+				}
 			}
 			pthread_mutex_unlock(lk);
 		}
 	}
 	if (any)
 		pm_fence();
+}
+
+static void drop_chunks(struct tier *t, struct tier_file *tf, uint64_t from, uint64_t to)
+{
+	drop_some_chunks(t, tf, from, to, 0);
 }
 
 int tier_cache_truncate(struct tier *t, struct tier_file *tf, int kfd, uint64_t size)
@@ -888,5 +900,23 @@ void tier_cache_drop_file(struct tier *t, struct tier_file *tf)
 	if (__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED))
 		drop_chunks(t, tf, 0, TAG_IDX_MASK);
 	pthread_mutex_unlock(&tf->flush_lock);
+	pthread_rwlock_unlock(&t->epoch_lock);
+}
+
+void tier_cache_evict_clean(struct tier *t, struct tier_file *tf)
+{
+	/* The file's lock keeps writers (and readers installing chunks) out;
+	 * the flush lock the flusher; epoch_lock a commit that would tag pages
+	 * again. What is dirty or part of an unfinished write stays. */
+	pthread_rwlock_rdlock(&t->epoch_lock);
+	pthread_rwlock_wrlock(&tf->lock);
+	pthread_mutex_lock(&tf->flush_lock);
+	struct tier_rec *r = &t->recs[tf->fid];
+	uint64_t size = FR_MAX(r->r_size, (uint64_t)FR_MAX(tf->size, 0));
+	uint64_t nchunks = (size + TIER_CHUNK_SIZE - 1) >> TIER_CHUNK_SHIFT;
+	if (__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED))
+		drop_some_chunks(t, tf, 0, nchunks, 1);
+	pthread_mutex_unlock(&tf->flush_lock);
+	pthread_rwlock_unlock(&tf->lock);
 	pthread_rwlock_unlock(&t->epoch_lock);
 }

@@ -357,7 +357,39 @@ void rec_free(struct tier *t, struct tier_file *tf)
 	}
 }
 
+/* A file to give its record up when the table is full (files_lock held): a
+ * closed one with nothing dirty but something cached, taken round robin
+ * after the last record handed out. Returned with a reference. */
+static struct tier_file *rec_victim(struct tier *t)
+{
+	for (uint32_t n = 0; n < t->nrecs - 1; n++) {
+		uint32_t fid = 1 + (t->rec_hint + n) % (t->nrecs - 1);
+		struct tier_file *tf = t->files[fid];
+		if (tf && t->recs[fid].r_state == REC_LIVE && tf->opens == 0 && !tf->mapped &&
+		    !__atomic_load_n(&tf->ndirty, __ATOMIC_RELAXED) &&
+		    __atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED)) {
+			tf->refs++;
+			return tf;
+		}
+	}
+	return NULL;
+}
+
+static int tf_get_or_create_at(struct tier *t, int kfd, uint64_t ino, struct tier_file **out,
+			       int may_evict);
+
 int tf_get_or_create(struct tier *t, int kfd, uint64_t ino, struct tier_file **out)
+{
+	return tf_get_or_create_at(t, kfd, ino, out, 1);
+}
+
+static int tf_get_or_create_once(struct tier *t, int kfd, uint64_t ino, struct tier_file **out)
+{
+	return tf_get_or_create_at(t, kfd, ino, out, 0);
+}
+
+static int tf_get_or_create_at(struct tier *t, int kfd, uint64_t ino, struct tier_file **out,
+			       int may_evict)
 {
 	pthread_mutex_lock(&t->files_lock);
 	struct tier_file *tf = tf_lookup(t, ino);
@@ -372,7 +404,16 @@ int tf_get_or_create(struct tier *t, int kfd, uint64_t ino, struct tier_file **o
 	uint32_t fid;
 	int rc = rec_find_free(t, &fid);
 	if (rc) {
+		/* Every record is taken: evict the clean chunks of a closed file
+		 * so its record can go, then look again (the table may have
+		 * changed while unlocked, the file too). */
+		struct tier_file *victim = may_evict ? rec_victim(t) : NULL;
 		pthread_mutex_unlock(&t->files_lock);
+		if (victim) {
+			tier_cache_evict_clean(t, victim);
+			tf_put(t, victim);
+			return tf_get_or_create_once(t, kfd, ino, out);
+		}
 		*out = NULL; /* no record: the file is used uncached */
 		return 0;
 	}

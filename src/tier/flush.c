@@ -27,8 +27,12 @@
 
 #include "tier/tier.h"
 
-#define ROUND_MAX  16384 /* chunks per round */
-#define RUN_CHUNKS 256	 /* chunks per write (1 MiB) */
+/* A throttled writer stops waiting after this long without the flusher
+ * making progress (the backing file system is failing, or epoch pages that
+ * only a commit can release fill the cache). */
+#define THROTTLE_STALL_MS 20
+#define ROUND_MAX	  16384 /* chunks per round */
+#define RUN_CHUNKS	  256	/* chunks per write (1 MiB) */
 
 struct fchunk {
 	uint32_t fid;
@@ -339,6 +343,31 @@ int tier_flusher_start(struct tier *t)
 		return -rc;
 	t->flusher_started = 1;
 	return 0;
+}
+
+void tier_throttle(struct tier *t)
+{
+	uint64_t high = t->nchunks / 4, low = t->nchunks / 8;
+	uint64_t dirty = __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED);
+	if (dirty <= high || !t->flusher_started ||
+	    (t->live && __atomic_load_n(&t->live->backing_errno, __ATOMIC_RELAXED)))
+		return;
+	uint64_t best = dirty;
+	for (int stalls = 0; dirty > low && stalls < THROTTLE_STALL_MS;) {
+		pthread_mutex_lock(&t->flush_mx);
+		t->flush_now = 1;
+		pthread_cond_signal(&t->flush_cv);
+		pthread_mutex_unlock(&t->flush_mx);
+		struct timespec ms = {0, 1000000};
+		nanosleep(&ms, NULL);
+		dirty = __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED);
+		if (dirty < best) {
+			best = dirty;
+			stalls = 0;
+		} else {
+			stalls++;
+		}
+	}
 }
 
 void tier_flusher_stop(struct tier *t)

@@ -1042,6 +1042,8 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 		/* A write longer than one atomic piece (a quarter of the cache)
 		 * goes in pieces, each atomic. */
 		while (done < len) {
+			if (write)
+				tier_throttle(t);
 			if (epoch)
 				pthread_rwlock_rdlock(&t->epoch_lock);
 			ssize_t k;

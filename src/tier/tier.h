@@ -278,6 +278,9 @@ int tier_cache_truncate(struct tier *t, struct tier_file *tf, int kfd, uint64_t 
 int tier_cache_punch(struct tier *t, struct tier_file *tf, int kfd, uint64_t off, uint64_t len);
 /* Drops every chunk of the file (it was removed). */
 void tier_cache_drop_file(struct tier *t, struct tier_file *tf);
+/* Drops the file's clean chunks (their content is in the backing file), so
+ * its record can be given to another file. */
+void tier_cache_evict_clean(struct tier *t, struct tier_file *tf);
 /* Writes chunk c (valid, dirty) to its backing file and makes it durable;
  * the caller holds its slot lock. */
 int tier_flush_chunk_locked(struct tier *t, uint64_t c);
@@ -291,6 +294,10 @@ void tier_dirty_mark(struct tier *t, uint64_t c, int dirty);
 /* ---- the flusher (flush.c) ------------------------------------------------------------ */
 int tier_flusher_start(struct tier *t);
 void tier_flusher_stop(struct tier *t);
+/* Dirty throttling (no lock held): a writer that finds over a quarter of the
+ * cache dirty waits until the flusher brings it under an eighth, so writes
+ * find clean chunks to replace instead of paying a forced flush each. */
+void tier_throttle(struct tier *t);
 /* Drains every dirty chunk (all files, or one) and syncs the backing file system. */
 int tier_drain(struct tier *t, struct tier_file *only);
 

@@ -15,7 +15,8 @@
  *   - removed files: an open unlinked file keeps its data until its last
  *     close; a hard link keeps the data after the other name goes;
  *   - a memory mapping (the backing file's, once the cache drained it) and
- *     the calls see each other's bytes; the counters are readable live.
+ *     the calls see each other's bytes; the counters are readable live;
+ *   - more files than records: a closed, clean file gives its record up.
  * Needs root for the read-only and full file systems (tmpfs mounts).
  */
 #include "ft_test.h"
@@ -510,7 +511,65 @@ static int mapping(void)
 	return 0;
 }
 
+/* More files than the pool has records: once every record is taken, a new
+ * file takes the record of a closed file whose chunks are all clean (they
+ * are dropped, the backing file holds them), so it is cached too rather
+ * than written straight through. With the flusher idle, a cached file's
+ * bytes are not in its backing file until unmount drains them. */
+static int record_reuse(void)
+{
+	const char *d = scratch("recs");
+	char pool[300], backing[300];
+	snprintf(pool, sizeof pool, "%s/p.pool", d);
+	snprintf(backing, sizeof backing, "%s/b", d);
+	FT_OK(mkfs_tier(pool, backing, 16 * MIB, 0, 60000, 0));
+	struct ferrite_tier_info ti;
+	FT_OK(ferrite_tier_stats(pool, &ti));
+	uint64_t nrecs = ti.records;
+	FT_CHECK(nrecs > 16 && nrecs < 1000, "a 16 MiB pool has a few hundred records: %llu",
+		 (unsigned long long)nrecs);
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	char path[64];
+	uint64_t old = nrecs + 40, fresh = nrecs - 8;
+	for (uint64_t i = 0; i < old; i++) {
+		snprintf(path, sizeof path, "/old%llu", (unsigned long long)i);
+		FT_RUN(write_pattern(fs, path, 8192 + i, 100 + i));
+	}
+	FT_OK(ferrite_unmount(fs)); /* drained: every cached chunk is clean */
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	for (uint64_t i = 0; i < fresh; i++) {
+		snprintf(path, sizeof path, "/new%llu", (unsigned long long)i);
+		FT_RUN(write_pattern(fs, path, 8192 + i, 5000 + i));
+		char host[400];
+		snprintf(host, sizeof host, "%s/new%llu", backing, (unsigned long long)i);
+		struct stat st;
+		FT_CHECK(stat(host, &st) == 0 && st.st_size == 0,
+			 "new file %llu is cached (its backing file is still empty): %lld bytes",
+			 (unsigned long long)i, (long long)st.st_size);
+	}
+	for (uint64_t i = 0; i < old; i++) {
+		snprintf(path, sizeof path, "/old%llu", (unsigned long long)i);
+		FT_RUN(check_pattern(fs, path, 8192 + i, 100 + i));
+	}
+	for (uint64_t i = 0; i < fresh; i++) {
+		snprintf(path, sizeof path, "/new%llu", (unsigned long long)i);
+		FT_RUN(check_pattern(fs, path, 8192 + i, 5000 + i));
+	}
+	FT_OK(ferrite_unmount(fs));
+	for (uint64_t i = 0; i < fresh; i++) {
+		char host[400];
+		snprintf(host, sizeof host, "%s/new%llu", backing, (unsigned long long)i);
+		FT_RUN(check_backing(host, 8192 + i, 5000 + i));
+	}
+	FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	unlink(pool);
+	scratch_done();
+	return 0;
+}
+
 static const struct ft_case cases[] = {
+    {"record_reuse", record_reuse, 0},
     {"mapping", mapping, 0},
     {"bad_backing", bad_backing, 0},
     {"readonly_backing", readonly_backing, 0},
