@@ -1,12 +1,16 @@
 /*
- * backend_ferrite.c -- the ferrite column: every operation through the public API
- * (include/ferrite.h) on a pool this program formats with ferrite_mkfs().
+ * backend_ferrite.c -- the ferrite columns: every operation through the public API
+ * (include/ferrite.h) on a pool this program formats with ferrite_mkfs(): a pm-engine
+ * pool (ferrite, strict, and pm in group d), or a tiered pool whose backing directory
+ * is on the machine's disk (tier, group d).
  *
  * Why the comparison is fair: the wrappers below have the same shape as the POSIX
  * ones (one indirect call, pass the -errno through), paths are the same relative
  * names the kernel peers resolve from their root descriptor, and the pool lives in
  * /dev/shm like the peers' data. Ferrite pays for durability on every call (sync
- * mode: data and metadata persistent on return); the peers do not.
+ * mode: data and metadata persistent on return); the peers do not. The tiered pool
+ * is drained (unmounted and mounted again) before and after each timed run of group
+ * d), so its background flusher never runs into another column's turn.
  */
 #ifndef _GNU_SOURCE /* the top-level CMakeLists.txt defines it */
 #define _GNU_SOURCE
@@ -17,14 +21,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "bench.h"
 
 struct fer_ctx {
-	ferrite_fs *fs;
+	ferrite_fs *fs; /* NULL once a remount failed */
 	int keep;
 	char pool[4096];
+	char backing[4096]; /* tiered pool: its backing directory, removed at the end */
 };
 
 static int fer_open(void *ctx, const char *path, int flags, mode_t mode)
@@ -57,6 +63,11 @@ static int fer_fsync(void *ctx, int fd)
 	return ferrite_fsync(((struct fer_ctx *)ctx)->fs, fd);
 }
 
+static int fer_fdatasync(void *ctx, int fd)
+{
+	return ferrite_fdatasync(((struct fer_ctx *)ctx)->fs, fd);
+}
+
 static int fer_stat(void *ctx, const char *path, struct stat *st)
 {
 	return ferrite_stat(((struct fer_ctx *)ctx)->fs, path, st);
@@ -82,13 +93,49 @@ static int fer_rmdir(void *ctx, const char *path)
 	return ferrite_rmdir(((struct fer_ctx *)ctx)->fs, path);
 }
 
+static int fer_space(void *ctx, uint64_t *avail)
+{
+	struct statvfs sv;
+	int rc = ferrite_statvfs(((struct fer_ctx *)ctx)->fs, &sv);
+
+	if (rc < 0)
+		return rc;
+	*avail = (uint64_t)sv.f_bavail * (uint64_t)sv.f_frsize;
+	return 0;
+}
+
+/* Tiered pool: unmounting drains every dirty chunk to the backing directory and syncs
+ * it; the cached chunks stay valid (clean) for the next mount. */
+static int fer_tier_quiesce(void *ctx)
+{
+	struct fer_ctx *f = ctx;
+	int rc;
+
+	if (!f->fs)
+		return -EIO;
+	rc = ferrite_unmount(f->fs);
+	f->fs = NULL;
+	if (rc < 0)
+		progress("tier: ferrite_unmount(%s): %s", f->pool, ferrite_errmsg());
+	rc = ferrite_mount(f->pool, NULL, &f->fs);
+	if (rc < 0) {
+		progress("tier: ferrite_mount(%s): %s", f->pool, ferrite_errmsg());
+		f->fs = NULL;
+	}
+	return rc;
+}
+
 static void fer_fini(void *ctx)
 {
 	struct fer_ctx *f = ctx;
 
-	ferrite_unmount(f->fs);
-	if (!f->keep)
+	if (f->fs)
+		ferrite_unmount(f->fs);
+	if (!f->keep) {
 		unlink(f->pool);
+		if (f->backing[0])
+			rm_tree(f->backing);
+	}
 	free(f);
 }
 
@@ -103,57 +150,54 @@ static void fer_mkfs_progress(void *arg, uint64_t done, uint64_t total)
 	}
 }
 
-/* Enough for the file of a) or the files of b) (they never coexist: ~4.5 KiB per
- * 4 KiB file), plus room for metadata. The engine allocates the whole pool at mkfs
- * (in /dev/shm/ferrite, a tmpfs shared with other pools), so no more than that. */
+/* Enough for the file of a), the files of b) (~4.5 KiB per 4 KiB file) or the largest
+ * data set of d) with half again for file overheads and growth (they never coexist),
+ * plus room for metadata. The engine allocates the whole pool at mkfs (in
+ * /dev/shm/ferrite, a tmpfs shared with other pools), so no more than that. */
 static uint64_t fer_pool_size(const struct bench_opts *o)
 {
 	const uint64_t gib = 1ull << 30;
 	uint64_t a = o->file_size + (256ull << 20);
 	uint64_t b = o->files * 8192;
-	uint64_t need = (a > b ? a : b) + (256ull << 20);
+	uint64_t d = (o->groups & G_TIER) ? tier_max_data(o) / 2 * 3 : 0;
+	uint64_t need = (o->groups & (G_MICRO | G_META)) ? (a > b ? a : b) : 0;
 
+	need = (need > d ? need : d) + (256ull << 20);
 	need = (need + gib - 1) / gib * gib;
 	return need < gib ? gib : need;
 }
 
-int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, int strict, char *why,
-			 size_t whylen)
+/* POOL with SUFFIX before its ".pool" (bench.pool -> bench-strict.pool). */
+static void pool_variant(char *out, size_t len, const char *pool, const char *suffix)
 {
-	struct ferrite_mkfs_opts mo = {0};
-	struct ferrite_info info;
-	struct fer_ctx *f;
+	size_t n = strlen(pool);
+	int dot = n > 5 && strcmp(pool + n - 5, ".pool") == 0;
+
+	snprintf(out, len, "%.*s%s%s", (int)(dot ? n - 5 : n), pool, suffix, dot ? ".pool" : "");
+}
+
+/* Formats and mounts f->pool with MO and fills in the operations; frees f on failure. */
+static int fer_setup(struct bench_backend *b, struct fer_ctx *f, struct ferrite_mkfs_opts *mo,
+		     const char *name, char *why, size_t whylen)
+{
 	char dir[4096];
 	char sz[32];
 	int last = -1;
 	int rc;
 
-	f = calloc(1, sizeof(*f));
-	if (!f)
-		return -ENOMEM;
-	f->keep = o->keep;
-	snprintf(f->pool, sizeof(f->pool), "%s", o->pool);
-	if (strict) { /* bench.pool -> bench-strict.pool */
-		size_t n = strlen(o->pool);
-		int dot = n > 5 && strcmp(o->pool + n - 5, ".pool") == 0;
-		snprintf(f->pool, sizeof(f->pool), "%.*s-strict%s", (int)(dot ? n - 5 : n), o->pool,
-			 dot ? ".pool" : "");
-	}
-	snprintf(dir, sizeof(dir), "%s", o->pool);
+	snprintf(dir, sizeof(dir), "%s", f->pool);
 	rc = mkdir_p(dirname(dir));
 	if (rc < 0) {
-		snprintf(why, whylen, "cannot create the directory of %s: %s", o->pool,
+		snprintf(why, whylen, "cannot create the directory of %s: %s", f->pool,
 			 strerror(-rc));
 		free(f);
 		return rc;
 	}
-	mo.size = o->pool_size ? o->pool_size : fer_pool_size(o);
-	mo.mode = strict ? FERRITE_MODE_STRICT : FERRITE_MODE_SYNC;
-	mo.force = 1;
-	mo.progress = fer_mkfs_progress;
-	mo.progress_arg = &last;
-	progress("ferrite: mkfs %s (%s)", f->pool, fmt_size(mo.size, sz, sizeof(sz)));
-	rc = ferrite_mkfs(f->pool, &mo);
+	mo->force = 1;
+	mo->progress = fer_mkfs_progress;
+	mo->progress_arg = &last;
+	progress("%s: mkfs %s (%s)", name, f->pool, fmt_size(mo->size, sz, sizeof(sz)));
+	rc = ferrite_mkfs(f->pool, mo);
 	if (rc < 0) {
 		snprintf(why, whylen, "ferrite_mkfs(%s): %s", f->pool, ferrite_errmsg());
 		free(f);
@@ -167,9 +211,49 @@ int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, in
 		return rc;
 	}
 	memset(b, 0, sizeof(*b));
-	b->name = strict ? "strict" : "ferrite";
-	b->caps = strict ? 0 : BK_CAP_NAMESPACE; /* metadata is the same in both modes */
+	b->name = name;
 	b->ctx = f;
+	b->open = fer_open;
+	b->close = fer_close;
+	b->write = fer_write;
+	b->pread = fer_pread;
+	b->pwrite = fer_pwrite;
+	b->fsync = fer_fsync;
+	b->fdatasync = fer_fdatasync;
+	b->stat = fer_stat;
+	b->rename = fer_rename;
+	b->unlink = fer_unlink;
+	b->mkdir = fer_mkdir;
+	b->rmdir = fer_rmdir;
+	b->prepare_random_write = NULL;
+	b->space = fer_space;
+	b->fini = fer_fini;
+	return 0;
+}
+
+int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, int strict, char *why,
+			 size_t whylen)
+{
+	struct ferrite_mkfs_opts mo = {0};
+	struct ferrite_info info;
+	struct fer_ctx *f;
+	char sz[32];
+	int rc;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->keep = o->keep;
+	if (strict)
+		pool_variant(f->pool, sizeof(f->pool), o->pool, "-strict");
+	else
+		snprintf(f->pool, sizeof(f->pool), "%s", o->pool);
+	mo.size = o->pool_size ? o->pool_size : fer_pool_size(o);
+	mo.mode = strict ? FERRITE_MODE_STRICT : FERRITE_MODE_SYNC;
+	rc = fer_setup(b, f, &mo, strict ? "strict" : "ferrite", why, whylen);
+	if (rc < 0)
+		return rc;
+	b->caps = strict ? 0 : BK_CAP_NAMESPACE; /* metadata is the same in both modes */
 	if (ferrite_get_info(f->fs, &info) == 0)
 		snprintf(b->where, sizeof(b->where),
 			 "%.200s, %s, %.160s, huge pages: %s, persistence: %.64s", f->pool,
@@ -178,18 +262,83 @@ int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, in
 	else
 		snprintf(b->where, sizeof(b->where), "%.200s, %s", f->pool,
 			 fmt_size(mo.size, sz, sizeof(sz)));
-	b->open = fer_open;
-	b->close = fer_close;
-	b->write = fer_write;
-	b->pread = fer_pread;
-	b->pwrite = fer_pwrite;
-	b->fsync = fer_fsync;
-	b->stat = fer_stat;
-	b->rename = fer_rename;
-	b->unlink = fer_unlink;
-	b->mkdir = fer_mkdir;
-	b->rmdir = fer_rmdir;
-	b->prepare_random_write = NULL;
-	b->fini = fer_fini;
+	return 0;
+}
+
+int ferrite_tier_backend_init(struct bench_backend *b, const struct bench_opts *o, char *why,
+			      size_t whylen)
+{
+	struct ferrite_mkfs_opts mo = {0};
+	struct ferrite_tier_info ti;
+	struct fer_ctx *f;
+	char sz[32], src[256], backing[4096];
+	int rc;
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	f->keep = o->keep;
+	if (o->tier_pool)
+		snprintf(f->pool, sizeof(f->pool), "%s", o->tier_pool);
+	else
+		pool_variant(f->pool, sizeof(f->pool), o->pool, "-tier");
+	snprintf(f->backing, sizeof(f->backing), "%s/tier-backing", o->disk_dir);
+	rm_tree(f->backing);
+	rc = mkdir_p(f->backing);
+	if (rc < 0) {
+		snprintf(why, whylen, "cannot create %s: %s", f->backing, strerror(-rc));
+		free(f);
+		return rc;
+	}
+	mo.size = o->tier_pool_size;
+	mo.tier_backing = f->backing;
+	mo.tier_consistency = FERRITE_TIER_PER_WRITE;
+	mo.tier_flush_ms = o->tier_flush_ms;
+	snprintf(backing, sizeof(backing), "%s", f->backing); /* f goes on failure */
+	rc = fer_setup(b, f, &mo, "tier", why, whylen);
+	if (rc < 0) {
+		rm_tree(backing);
+		return rc;
+	}
+	b->caps = BK_CAP_NAMESPACE;
+	b->quiesce = fer_tier_quiesce;
+	if (ferrite_get_tier_info(f->fs, &ti) == 0)
+		snprintf(b->where, sizeof(b->where),
+			 "%.100s, %s: %llu chunks of %llu bytes, %llu file records, flush "
+			 "every %u ms, per-write consistency; backing %.100s on %.80s",
+			 f->pool, fmt_size(mo.size, sz, sizeof(sz)), (unsigned long long)ti.chunks,
+			 (unsigned long long)ti.chunk_size, (unsigned long long)ti.records,
+			 ti.flush_ms, f->backing, mount_source(f->backing, src, sizeof(src)));
+	else
+		snprintf(b->where, sizeof(b->where), "%.200s, %s, backing %.200s", f->pool,
+			 fmt_size(mo.size, sz, sizeof(sz)), f->backing);
+	return 0;
+}
+
+int ferrite_backend_tier_sample(struct bench_backend *b, struct tier_cache_sample *s)
+{
+	struct fer_ctx *f = b->ctx;
+	struct ferrite_tier_info ti;
+	int rc;
+
+	if (!f->fs)
+		return -EIO;
+	rc = ferrite_get_tier_info(f->fs, &ti);
+	if (rc < 0)
+		return rc;
+	memset(s, 0, sizeof(*s));
+	s->read_hits = ti.read_hits;
+	s->read_misses = ti.read_misses;
+	s->write_hits = ti.write_hits;
+	s->write_misses = ti.write_misses;
+	s->collisions = ti.collisions;
+	s->forced = ti.flushes_forced;
+	s->periodic = ti.flushes_periodic;
+	s->wraps = ti.wraparounds;
+	s->valid_end = ti.valid_chunks;
+	s->dirty_end = ti.dirty_chunks;
+	s->chunks = ti.chunks;
+	s->records_used = ti.records_used;
+	s->records = ti.records;
 	return 0;
 }

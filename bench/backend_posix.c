@@ -1,13 +1,15 @@
 /*
- * backend_posix.c -- the kernel peers: tmpfs (/dev/shm) and ext4 (on a loop device over
- * a file in /dev/shm, prepared by run-bench.sh), driven through POSIX system calls.
+ * backend_posix.c -- the kernel peers: tmpfs (/dev/shm), ext4 (on a loop device over a
+ * file in /dev/shm, prepared by run-bench.sh) and ext4-disk (a directory on the
+ * machine's own disk, group d), driven through POSIX system calls.
  *
  * Why the comparison is fair: every path is resolved relative to a directory
  * descriptor of the backend's root (openat, fstatat, renameat, unlinkat, mkdirat),
  * so the kernel walks the same relative name ("meta/f0000042") that ferrite
  * resolves from its root -- no string concatenation on either side. The peers are
- * measured without fsync: their writes are not durable when the call returns,
- * whereas every ferrite call is; any bias favours the peers. For ext4 the file is
+ * measured without fsync in groups a) and b): their writes are not durable when the
+ * call returns, whereas every ferrite call is; any bias favours the peers. Group d)
+ * issues the same fsync/fdatasync calls on every column. For ext4 the file is
  * written back and the page cache dropped before random overwrites, because on this
  * kernel a 4 KiB pwrite into a file cached in 1 MiB folios costs ~6x more than in a
  * cold file (machine-limits.md); the write-back itself is not timed.
@@ -87,6 +89,12 @@ static int px_fsync(void *ctx, int fd)
 	return fsync(fd) < 0 ? -errno : 0;
 }
 
+static int px_fdatasync(void *ctx, int fd)
+{
+	(void)ctx;
+	return fdatasync(fd) < 0 ? -errno : 0;
+}
+
 static int px_stat(void *ctx, const char *path, struct stat *st)
 {
 	struct posix_ctx *p = ctx;
@@ -127,27 +135,19 @@ static int px_rmdir(void *ctx, const char *path)
 static int px_prepare_random_write(void *ctx, int fd)
 {
 	struct posix_ctx *p = ctx;
-	int dc;
+	int rc;
 
 	if (!p->drop_caches)
 		return 0;
 	if (fsync(fd) < 0 || syncfs(p->rootfd) < 0)
 		return -errno;
-	dc = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
-	if (dc < 0 || write(dc, "3\n", 2) != 2) {
-		int e = errno;
-
-		if (dc >= 0)
-			close(dc);
-		if (!p->drop_failed) {
-			p->drop_failed = 1;
-			snprintf(p->b->notes, sizeof(p->b->notes),
-				 "page cache NOT dropped before RW (%s): ext4 RW is pessimistic",
-				 strerror(e));
-		}
-		return 0;
+	rc = drop_page_cache();
+	if (rc < 0 && !p->drop_failed) {
+		p->drop_failed = 1;
+		snprintf(p->b->notes, sizeof(p->b->notes),
+			 "page cache NOT dropped before RW (%s): ext4 RW is pessimistic",
+			 strerror(-rc));
 	}
-	close(dc);
 	return 0;
 }
 
@@ -170,6 +170,24 @@ static void px_settle(void *ctx)
 	syncfs(p->rootfd); /* no-op on tmpfs */
 }
 
+static int px_quiesce(void *ctx)
+{
+	struct posix_ctx *p = ctx;
+
+	return syncfs(p->rootfd) < 0 ? -errno : 0;
+}
+
+static int px_space(void *ctx, uint64_t *avail)
+{
+	struct posix_ctx *p = ctx;
+	struct statfs sf;
+
+	if (fstatfs(p->rootfd, &sf) < 0)
+		return -errno;
+	*avail = (uint64_t)sf.f_bavail * (uint64_t)sf.f_bsize;
+	return 0;
+}
+
 static void px_fini(void *ctx)
 {
 	struct posix_ctx *p = ctx;
@@ -179,21 +197,21 @@ static void px_fini(void *ctx)
 	free(p);
 }
 
-/* DIR is created (and emptied) as the backend's root. For "ext4" it must be on ext4,
- * for "tmpfs" on tmpfs: a misplaced directory would make the column meaningless. */
-int posix_backend_init(struct bench_backend *b, const char *name, const char *dir, int drop_caches,
-		       char *why, size_t whylen)
+/* DIR is created (and emptied) as the backend's root. It must be on FSTYPE ("ext4" or
+ * "tmpfs"): a misplaced directory would make the column meaningless. */
+int posix_backend_init(struct bench_backend *b, const char *name, const char *fstype,
+		       const char *dir, unsigned flags, char *why, size_t whylen)
 {
 	struct posix_ctx *p;
 	struct statfs sf;
-	long want = strcmp(name, "ext4") == 0 ? EXT4_MAGIC_NR : TMPFS_MAGIC_NR;
+	long want = strcmp(fstype, "ext4") == 0 ? EXT4_MAGIC_NR : TMPFS_MAGIC_NR;
 	int rc;
 
 	p = calloc(1, sizeof(*p));
 	if (!p)
 		return -ENOMEM;
 	p->b = b;
-	p->drop_caches = drop_caches;
+	p->drop_caches = !!(flags & PX_DROP_CACHES);
 	snprintf(p->root, sizeof(p->root), "%s", dir);
 	rm_tree(p->root);
 	rc = mkdir_p(p->root);
@@ -203,7 +221,7 @@ int posix_backend_init(struct bench_backend *b, const char *name, const char *di
 		return rc;
 	}
 	if (statfs(p->root, &sf) < 0 || (long)sf.f_type != want) {
-		snprintf(why, whylen, "%s is not on %s", dir, name);
+		snprintf(why, whylen, "%s is not on %s", dir, fstype);
 		rm_tree(p->root);
 		free(p);
 		return -EINVAL;
@@ -220,13 +238,14 @@ int posix_backend_init(struct bench_backend *b, const char *name, const char *di
 	b->caps = BK_CAP_NAMESPACE;
 	b->ctx = p;
 	snprintf(b->where, sizeof(b->where), "%s (POSIX system calls%s)", dir,
-		 drop_caches ? "; caches dropped before RW" : "");
+		 p->drop_caches ? "; caches dropped before RW" : "");
 	b->open = px_open;
 	b->close = px_close;
 	b->write = px_write;
 	b->pread = px_pread;
 	b->pwrite = px_pwrite;
 	b->fsync = px_fsync;
+	b->fdatasync = px_fdatasync;
 	b->stat = px_stat;
 	b->rename = px_rename;
 	b->unlink = px_unlink;
@@ -235,7 +254,9 @@ int posix_backend_init(struct bench_backend *b, const char *name, const char *di
 	b->prepare_random_write = px_prepare_random_write;
 	b->reclaim = px_reclaim;
 	b->settle = px_settle;
-	p->trim = want == EXT4_MAGIC_NR;
+	b->quiesce = px_quiesce;
+	b->space = px_space;
+	p->trim = !!(flags & PX_TRIM);
 	b->fini = px_fini;
 	return 0;
 }

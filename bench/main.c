@@ -1,14 +1,16 @@
 /*
- * main.c -- ferrite-bench: options, the backends side by side, the three groups.
+ * main.c -- ferrite-bench: options, the backends side by side, the four groups.
  *
- *   a) ctFS micro-benchmarks (micro.c)   ferrite | tmpfs | ext4 | raw
+ *   a) ctFS micro-benchmarks (micro.c)   ferrite | tmpfs | ext4 | raw | strict
  *   b) metadata operations (meta.c)      ferrite | tmpfs | ext4
  *   c) mount time and RSS (mount.c)      ferrite, pools of --mount-files files
+ *   d) tiered pool (tier.c)              tier | ext4-disk | pm (= the ferrite pool)
  *
  * Why the comparison is fair: all backends live in the same process and the same
  * memory (/dev/shm), run the same workload code through the same operation table,
  * and are measured in the same run, interleaved; results are ratios of medians, never
- * absolute targets. One invocation runs everything; run-bench.sh prepares ext4.
+ * absolute targets. One invocation runs everything; run-bench.sh prepares ext4. Group d)
+ * compares a tiered pool with ext4 on the machine's disk (both under --disk-dir).
  */
 #ifndef _GNU_SOURCE /* the top-level CMakeLists.txt defines it */
 #define _GNU_SOURCE
@@ -25,7 +27,8 @@
 
 #include "bench.h"
 
-static const char *const bk_names[BK_COUNT] = {"ferrite", "tmpfs", "ext4", "raw", "strict"};
+static const char *const bk_names[BK_COUNT] = {"ferrite", "tmpfs", "ext4",     "raw",
+					       "strict",  "tier",  "ext4-disk"};
 
 static void usage(FILE *f)
 {
@@ -34,10 +37,13 @@ static void usage(FILE *f)
 	    "usage: ferrite-bench [options]\n"
 	    "  --quick                 smoke run in seconds (small file, few files); proves the\n"
 	    "                          program runs, the numbers mean nothing\n"
-	    "  --only GROUPS           comma list of micro (a), meta (b), mount (c); default all\n"
-	    "  --backends LIST         comma list of ferrite,tmpfs,ext4,raw,strict; default all\n"
-	    "                          (strict: ferrite in strict mode, a) only, on a second\n"
-	    "                          pool named after --pool with -strict added)\n"
+	    "  --only GROUPS           comma list of micro (a), meta (b), mount (c), tier (d);\n"
+	    "                          default all\n"
+	    "  --backends LIST         comma list of "
+	    "ferrite,tmpfs,ext4,raw,strict,tier,ext4-disk;\n"
+	    "                          default all (strict: ferrite in strict mode, a) only, on a\n"
+	    "                          second pool named after --pool with -strict added; tier\n"
+	    "                          and ext4-disk: d) only, where ferrite is the pm column)\n"
 	    "  --runs N                repeat each measurement N times, report the median (3)\n"
 	    "  --json FILE             write all results as JSON\n"
 	    "  --file-size SIZE        a) size of the file (1G)\n"
@@ -55,7 +61,22 @@ static void usage(FILE *f)
 	    "  --no-drop-caches        do not drop the page cache before ext4 RW\n"
 	    "  --keep                  keep the ferrite pools afterwards\n"
 	    "  --seed N                seed of offsets and permutations (42)\n"
-	    "  --cpu N                 pin the process (and the mount probes) to CPU N\n");
+	    "  --cpu N                 pin the process (and the mount probes) to CPU N\n"
+	    "d) tier:\n"
+	    "  --disk-dir DIR          on the machine's disk (ext4): ext4-disk works in DIR/ext4,\n"
+	    "                          the tiered pool caches DIR/tier-backing\n"
+	    "                          (/var/tmp/ferrite-bench)\n"
+	    "  --tier-pool PATH        the tiered pool (--pool with -tier added)\n"
+	    "  --tier-pool-size SIZE   its size (256M)\n"
+	    "  --tier-flush-ms N       its background flush period (library default, 10)\n"
+	    "  --mix-data SIZE         synthetic mix: bytes in its five files (1G)\n"
+	    "  --mix-ops N             synthetic mix: timed reads and writes (200000)\n"
+	    "  --varmail-files N       varmail: files of ~16 KiB (40000)\n"
+	    "  --varmail-loops N       varmail: timed loops of 13 operations (10000)\n"
+	    "  --oltp-data SIZE        oltp: bytes in the data files (768M)\n"
+	    "  --oltp-txns N           oltp: timed transactions (5000)\n"
+	    "  --workloads LIST        comma list of mix, varmail, oltp (default all)\n"
+	    "  (--no-drop-caches also keeps the page cache before each timed run of d)\n");
 }
 
 static int parse_count(const char *s, uint64_t *out)
@@ -85,6 +106,8 @@ static int parse_groups(const char *s, unsigned *out)
 			*out |= G_META;
 		else if (!strcmp(t, "mount") || !strcmp(t, "c"))
 			*out |= G_MOUNT;
+		else if (!strcmp(t, "tier") || !strcmp(t, "d"))
+			*out |= G_TIER;
 		else
 			return -EINVAL;
 	}
@@ -104,6 +127,26 @@ static int parse_backends(const char *s, unsigned *out)
 		for (k = 0; k < BK_COUNT && strcmp(t, bk_names[k]); k++)
 			;
 		if (k == BK_COUNT)
+			return -EINVAL;
+		*out |= 1u << k;
+	}
+	return *out ? 0 : -EINVAL;
+}
+
+static int parse_workloads(const char *s, unsigned *out)
+{
+	static const char *const names[] = {"mix", "varmail", "oltp"}; /* rows of d) */
+	char buf[256];
+	char *save = NULL;
+
+	snprintf(buf, sizeof(buf), "%s", s);
+	*out = 0;
+	for (char *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+		int k;
+
+		for (k = 0; k < TIER_ROWS && strcmp(t, names[k]); k++)
+			;
+		if (k == TIER_ROWS)
 			return -EINVAL;
 		*out |= 1u << k;
 	}
@@ -149,6 +192,17 @@ enum {
 	OPT_KEEP,
 	OPT_SEED,
 	OPT_CPU,
+	OPT_DISK_DIR,
+	OPT_TIER_POOL,
+	OPT_TIER_POOL_SIZE,
+	OPT_TIER_FLUSH_MS,
+	OPT_MIX_DATA,
+	OPT_MIX_OPS,
+	OPT_VARMAIL_FILES,
+	OPT_VARMAIL_LOOPS,
+	OPT_OLTP_DATA,
+	OPT_OLTP_TXNS,
+	OPT_WORKLOADS,
 	OPT_HELP,
 };
 
@@ -173,6 +227,17 @@ static const struct option long_opts[] = {
     {"keep", no_argument, NULL, OPT_KEEP},
     {"seed", required_argument, NULL, OPT_SEED},
     {"cpu", required_argument, NULL, OPT_CPU},
+    {"disk-dir", required_argument, NULL, OPT_DISK_DIR},
+    {"tier-pool", required_argument, NULL, OPT_TIER_POOL},
+    {"tier-pool-size", required_argument, NULL, OPT_TIER_POOL_SIZE},
+    {"tier-flush-ms", required_argument, NULL, OPT_TIER_FLUSH_MS},
+    {"mix-data", required_argument, NULL, OPT_MIX_DATA},
+    {"mix-ops", required_argument, NULL, OPT_MIX_OPS},
+    {"varmail-files", required_argument, NULL, OPT_VARMAIL_FILES},
+    {"varmail-loops", required_argument, NULL, OPT_VARMAIL_LOOPS},
+    {"oltp-data", required_argument, NULL, OPT_OLTP_DATA},
+    {"oltp-txns", required_argument, NULL, OPT_OLTP_TXNS},
+    {"workloads", required_argument, NULL, OPT_WORKLOADS},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -180,11 +245,11 @@ static const struct option long_opts[] = {
 /* 0 = not given on the command line; filled from the (quick) defaults afterwards. */
 static int parse_opts(int argc, char **argv, struct bench_opts *o)
 {
-	uint64_t runs = 0, cpu = 0;
+	uint64_t runs = 0, cpu = 0, flush_ms = 0;
 	int c, rc = 0;
 
 	memset(o, 0, sizeof(*o));
-	o->groups = G_MICRO | G_META | G_MOUNT;
+	o->groups = G_MICRO | G_META | G_MOUNT | G_TIER;
 	o->backends = (1u << BK_COUNT) - 1;
 	o->drop_caches = 1;
 	o->seed = 42;
@@ -257,6 +322,42 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 				rc = -EINVAL;
 			o->cpu = (int)cpu;
 			break;
+		case OPT_DISK_DIR:
+			o->disk_dir = optarg;
+			break;
+		case OPT_TIER_POOL:
+			o->tier_pool = optarg;
+			break;
+		case OPT_TIER_POOL_SIZE:
+			rc = parse_size(optarg, &o->tier_pool_size);
+			break;
+		case OPT_TIER_FLUSH_MS:
+			rc = parse_count(optarg, &flush_ms);
+			if (rc == 0 && (flush_ms < 1 || flush_ms > 60000))
+				rc = -EINVAL;
+			o->tier_flush_ms = (unsigned)flush_ms;
+			break;
+		case OPT_MIX_DATA:
+			rc = parse_size(optarg, &o->mix_data);
+			break;
+		case OPT_MIX_OPS:
+			rc = parse_count(optarg, &o->mix_ops);
+			break;
+		case OPT_VARMAIL_FILES:
+			rc = parse_count(optarg, &o->varmail_files);
+			break;
+		case OPT_VARMAIL_LOOPS:
+			rc = parse_count(optarg, &o->varmail_loops);
+			break;
+		case OPT_OLTP_DATA:
+			rc = parse_size(optarg, &o->oltp_data);
+			break;
+		case OPT_OLTP_TXNS:
+			rc = parse_count(optarg, &o->oltp_txns);
+			break;
+		case OPT_WORKLOADS:
+			rc = parse_workloads(optarg, &o->tier_workloads);
+			break;
 		case OPT_HELP:
 		case 'h':
 			usage(stdout);
@@ -287,6 +388,24 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	}
 	if (!o->runs)
 		o->runs = o->quick ? 1 : 3;
+	if (!o->disk_dir)
+		o->disk_dir = "/var/tmp/ferrite-bench";
+	if (!o->tier_pool_size)
+		o->tier_pool_size = o->quick ? 32ull << 20 : 256ull << 20;
+	if (!o->mix_data)
+		o->mix_data = o->quick ? 80ull << 20 : 1ull << 30;
+	if (!o->mix_ops)
+		o->mix_ops = o->quick ? 4000 : 200000;
+	if (!o->varmail_files)
+		o->varmail_files = o->quick ? 1000 : 40000;
+	if (!o->varmail_loops)
+		o->varmail_loops = o->quick ? 100 : 10000;
+	if (!o->oltp_data)
+		o->oltp_data = o->quick ? 80ull << 20 : 768ull << 20;
+	if (!o->oltp_txns)
+		o->oltp_txns = o->quick ? 100 : 5000;
+	if (!o->tier_workloads)
+		o->tier_workloads = (1u << TIER_ROWS) - 1;
 	if (!o->pool)
 		o->pool = "/dev/shm/ferrite/bench.pool";
 	if (!o->workdir)
@@ -326,9 +445,11 @@ static void backends_init(struct bench_state *s, const struct bench_opts *o)
 	char why[300];
 
 	if (o->groups & G_MICRO)
-		need |= (1u << BK_COUNT) - 1;
+		need |= MICRO_COLS;
 	if (o->groups & G_META)
-		need |= (1u << BK_FERRITE) | (1u << BK_TMPFS) | (1u << BK_EXT4);
+		need |= META_COLS;
+	if (o->groups & G_TIER)
+		need |= TIER_COLS;
 	for (int k = 0; k < BK_COUNT; k++) {
 		if (!(need & (1u << k)))
 			continue;
@@ -342,9 +463,24 @@ static void backends_init(struct bench_state *s, const struct bench_opts *o)
 			progress("setting up %s", bk_names[k]);
 			if (ferrite_backend_init(s->bk[k], o, k == BK_STRICT, why, sizeof(why)) < 0)
 				backend_skip(s, k, "%s", why);
+		} else if (k == BK_TIER) {
+			progress("setting up tier");
+			if (ferrite_tier_backend_init(s->bk[k], o, why, sizeof(why)) < 0)
+				backend_skip(s, k, "%s", why);
+		} else if (k == BK_DISK) {
+			snprintf(dir, sizeof(dir), "%s/ext4", o->disk_dir);
+			if (posix_backend_init(s->bk[k], "ext4-disk", "ext4", dir, 0, why,
+					       sizeof(why)) < 0) {
+				backend_skip(s, k, "%s", why);
+				continue;
+			}
+			snprintf(s->bk[k]->where, sizeof(s->bk[k]->where),
+				 "%.250s on %.200s (POSIX system calls)", dir,
+				 mount_source(dir, why, sizeof(why)));
 		} else if (k == BK_TMPFS) {
 			snprintf(dir, sizeof(dir), "%s/tmpfs", o->workdir);
-			if (posix_backend_init(s->bk[k], "tmpfs", dir, 0, why, sizeof(why)) < 0)
+			if (posix_backend_init(s->bk[k], "tmpfs", "tmpfs", dir, 0, why,
+					       sizeof(why)) < 0)
 				backend_skip(s, k, "%s", why);
 		} else if (k == BK_EXT4) {
 			int root = geteuid() == 0;
@@ -360,8 +496,10 @@ static void backends_init(struct bench_state *s, const struct bench_opts *o)
 				continue;
 			}
 			snprintf(dir, sizeof(dir), "%s/ferrite-bench", o->ext4_dir);
-			if (posix_backend_init(s->bk[k], "ext4", dir, o->drop_caches && root, why,
-					       sizeof(why)) < 0) {
+			if (posix_backend_init(s->bk[k], "ext4", "ext4", dir,
+					       PX_TRIM |
+						   (o->drop_caches && root ? PX_DROP_CACHES : 0),
+					       why, sizeof(why)) < 0) {
 				backend_skip(s, k, "%s", why);
 				continue;
 			}
@@ -385,13 +523,16 @@ static void backends_init(struct bench_state *s, const struct bench_opts *o)
  * other than missing privileges, a failed operation, data that did not read back. */
 static int count_failures(const struct bench_state *s, const struct bench_opts *o,
 			  const struct bench_row *micro, const struct bench_row *meta,
-			  const struct mount_result *mnt, const char *mount_skip)
+			  const struct mount_result *mnt, const char *mount_skip,
+			  const struct tier_group *tier)
 {
 	int n = 0;
 
 	for (int k = 0; k < BK_COUNT; k++) {
 		if (s->skip[k] && k != BK_EXT4 && (o->backends & (1u << k)))
 			n++;
+		for (int i = 0; !s->skip[k] && i < TIER_ROWS && (o->groups & G_TIER); i++)
+			n += tier->rows[i].cell[k].failed + !!tier->rows[i].cell[k].cleanup_err[0];
 		for (int i = 0; !s->skip[k] && i < MICRO_ROWS && (o->groups & G_MICRO); i++)
 			n += micro[i].cell[k].failed + !!micro[i].cell[k].cleanup_err[0];
 		for (int i = 0; !s->skip[k] && i < META_ROWS && (o->groups & G_META); i++)
@@ -419,6 +560,7 @@ int main(int argc, char **argv)
 {
 	static struct bench_row micro[MICRO_ROWS], meta[META_ROWS];
 	static struct mount_result mnt[BENCH_MAX_MOUNT_SIZES];
+	static struct tier_group tier;
 	static struct bench_state s;
 	struct bench_opts o;
 	char mount_why[320];
@@ -445,6 +587,7 @@ int main(int argc, char **argv)
 	}
 	micro_rows_init(micro);
 	meta_rows_init(meta);
+	tier_rows_init(&tier, &o);
 	backends_init(&s, &o);
 	report_header(s.bk, s.skip, &o);
 
@@ -455,6 +598,10 @@ int main(int argc, char **argv)
 	if (o.groups & G_META) {
 		meta_run(s.bk, &o, meta);
 		report_meta(meta, s.skip, &o);
+	}
+	if (o.groups & G_TIER) {
+		tier_run(s.bk, s.skip, &o, &tier);
+		report_tier(&tier, s.skip, &o);
 	}
 	backends_fini(&s); /* the ferrite pool is unmounted before c) forks its probes */
 
@@ -469,15 +616,17 @@ int main(int argc, char **argv)
 	if (o.json) {
 		if (report_json(o.json, s.bk, s.skip, &o, (o.groups & G_MICRO) ? micro : NULL,
 				(o.groups & G_META) ? meta : NULL,
-				(o.groups & G_MOUNT) ? mnt : NULL, o.n_mount_files,
-				mount_skip) != 0) {
+				(o.groups & G_MOUNT) ? mnt : NULL, o.n_mount_files, mount_skip,
+				(o.groups & G_TIER) ? &tier : NULL) != 0) {
 			fprintf(stderr, "ferrite-bench: cannot write %s\n", o.json);
 			return 1;
 		}
 		progress("results written to %s", o.json);
 	}
 	rmdir(o.workdir);
-	nfail = count_failures(&s, &o, micro, meta, mnt, mount_skip);
+	if (o.groups & G_TIER)
+		rmdir(o.disk_dir); /* if empty: --keep leaves the tier's backing in it */
+	nfail = count_failures(&s, &o, micro, meta, mnt, mount_skip, &tier);
 	if (nfail) {
 		fprintf(stderr, "ferrite-bench: %d error%s (see the tables above)\n", nfail,
 			nfail == 1 ? "" : "s");

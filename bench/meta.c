@@ -61,7 +61,7 @@ void meta_rows_init(struct bench_row rows[META_ROWS])
 		rows[i].name = def[i].name;
 		rows[i].unit = def[i].unit;
 		rows[i].target = def[i].target;
-		rows[i].min_tmpfs = def[i].min_tmpfs;
+		rows[i].min_vs[BK_TMPFS] = def[i].min_tmpfs;
 	}
 }
 
@@ -180,7 +180,7 @@ void meta_run(struct bench_backend *bk[BK_COUNT], const struct bench_opts *o,
 			struct bench_backend *b = bk[id];
 			int rc;
 
-			if (!b || !(b->caps & BK_CAP_NAMESPACE))
+			if (!b || !(META_COLS & (1u << id)) || !(b->caps & BK_CAP_NAMESPACE))
 				continue;
 			rc = b->mkdir(b->ctx, META_DIR, 0755);
 			if (rc < 0) {
@@ -197,7 +197,8 @@ void meta_run(struct bench_backend *bk[BK_COUNT], const struct bench_opts *o,
 				struct bench_cell *c = &rows[t].cell[id];
 				int rc;
 
-				if (!b || !(b->caps & BK_CAP_NAMESPACE))
+				if (!b || !(META_COLS & (1u << id)) ||
+				    !(b->caps & BK_CAP_NAMESPACE))
 					continue;
 				if (broken[id] || c->failed) {
 					if (!c->failed) {
@@ -225,7 +226,7 @@ void meta_run(struct bench_backend *bk[BK_COUNT], const struct bench_opts *o,
 		for (int id = 0; id < BK_COUNT; id++) {
 			struct bench_backend *b = bk[id];
 
-			if (!b || !(b->caps & BK_CAP_NAMESPACE))
+			if (!b || !(META_COLS & (1u << id)) || !(b->caps & BK_CAP_NAMESPACE))
 				continue;
 			if (broken[id])
 				meta_cleanup(b, &x);

@@ -70,8 +70,8 @@ void micro_rows_init(struct bench_row rows[MICRO_ROWS])
 		rows[i].name = def[i].name;
 		rows[i].unit = def[i].unit;
 		rows[i].target = def[i].target;
-		rows[i].min_tmpfs = def[i].min_tmpfs;
-		rows[i].min_raw = def[i].min_raw;
+		rows[i].min_vs[BK_TMPFS] = def[i].min_tmpfs;
+		rows[i].min_vs[BK_RAW] = def[i].min_raw;
 	}
 }
 
@@ -337,7 +337,7 @@ void micro_run(struct bench_backend *bk[BK_COUNT], const struct bench_opts *o,
 				struct bench_cell *c = &rows[wl].cell[id];
 				int n0 = c->n;
 
-				if (!b || c->failed)
+				if (!b || !(MICRO_COLS & (1u << id)) || c->failed)
 					continue;
 				if (wl != M_APPEND && wl != M_SWE && fd[id] < 0) {
 					c->failed = 1;
@@ -371,7 +371,7 @@ void micro_run(struct bench_backend *bk[BK_COUNT], const struct bench_opts *o,
 			}
 		}
 		for (int id = 0; id < BK_COUNT; id++) {
-			if (fd[id] < 0)
+			if (fd[id] < 0) /* only MICRO_COLS have one */
 				continue;
 			cell_cleanup(bk[id], &rows[M_SWE].cell[id], fd[id], MICRO_FILE);
 			if (bk[id]->reclaim)

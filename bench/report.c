@@ -19,7 +19,8 @@
 
 #include "bench.h"
 
-static const char *const bk_label[BK_COUNT] = {"ferrite", "tmpfs", "ext4", "raw", "strict"};
+static const char *const bk_label[BK_COUNT] = {"ferrite", "tmpfs", "ext4",     "raw",
+					       "strict",  "tier",  "ext4-disk"};
 
 static int cmp_double(const void *a, const void *b)
 {
@@ -109,7 +110,7 @@ static void cell_text(const struct bench_cell *c, const char *skip, int bytes, i
 	char a[24], b[24];
 	int n;
 
-	if (skip) {
+	if (skip || (c->skipped[0] && !c->failed && c->n == 0)) {
 		snprintf(buf, len, "%s", line == 0 ? "skipped" : "");
 		return;
 	}
@@ -129,11 +130,63 @@ static void cell_text(const struct bench_cell *c, const char *skip, int bytes, i
 			 fmt_num(stat_max(v, n), b, sizeof(b)));
 }
 
-static void ratio_text(const struct bench_row *r, int other, char *buf, size_t len)
+/* A table: its columns (with their labels) and its ratio columns. */
+struct table_col {
+	int id;
+	const char *label;
+};
+
+struct table_ratio {
+	int num, den; /* median throughput of num / that of den */
+	const char *label;
+};
+
+struct table_spec {
+	const struct table_col *cols;
+	int ncols;
+	const struct table_ratio *ratios;
+	int nratios;
+	int micro; /* GB/s and ops/s lines (else ops/s only) */
+};
+
+static const struct table_col micro_cols[] = {{BK_FERRITE, "ferrite"},
+					      {BK_TMPFS, "tmpfs"},
+					      {BK_EXT4, "ext4"},
+					      {BK_RAW, "raw"},
+					      {BK_STRICT, "strict"}};
+static const struct table_ratio micro_ratios[] = {{BK_FERRITE, BK_TMPFS, "f/tmpfs"},
+						  {BK_FERRITE, BK_EXT4, "f/ext4"},
+						  {BK_FERRITE, BK_RAW, "f/raw"},
+						  {BK_STRICT, BK_FERRITE, "s/f"}};
+static const struct table_spec micro_spec = {micro_cols, 5, micro_ratios, 4, 1};
+static const struct table_spec meta_spec = {micro_cols, 3, micro_ratios, 2, 0};
+
+static const struct table_col tier_cols[] = {
+    {BK_TIER, "tier"}, {BK_DISK, "ext4-disk"}, {BK_FERRITE, "pm"}};
+static const struct table_ratio tier_ratios[] = {{BK_TIER, BK_DISK, "t/ext4-disk"},
+						 {BK_TIER, BK_FERRITE, "t/pm"}};
+static const struct table_spec tier_spec = {tier_cols, 3, tier_ratios, 2, 0};
+
+static const char *col_label(const struct table_spec *t, int id)
 {
-	/* s/f: strict mode over sync mode, both ferrite */
-	double f = cell_median(&r->cell[other == BK_FERRITE ? BK_STRICT : BK_FERRITE], 0);
-	double p = cell_median(&r->cell[other], 0);
+	for (int i = 0; i < t->ncols; i++)
+		if (t->cols[i].id == id)
+			return t->cols[i].label;
+	return bk_label[id];
+}
+
+static int ratio_width(const struct table_ratio *q)
+{
+	int n = (int)strlen(q->label);
+
+	return n > 8 ? n : 8;
+}
+
+static void ratio_text(const struct bench_row *r, const struct table_ratio *q, char *buf,
+		       size_t len)
+{
+	double f = cell_median(&r->cell[q->num], 0);
+	double p = cell_median(&r->cell[q->den], 0);
 
 	if (f > 0 && p > 0)
 		snprintf(buf, len, "%.2fx", f / p);
@@ -143,79 +196,84 @@ static void ratio_text(const struct bench_row *r, int other, char *buf, size_t l
 
 static void target_text(const struct bench_row *r, char *buf, size_t len)
 {
-	double f = cell_median(&r->cell[BK_FERRITE], 0);
-	double t = cell_median(&r->cell[BK_TMPFS], 0);
-	double w = cell_median(&r->cell[BK_RAW], 0);
+	double f = cell_median(&r->cell[r->subject], 0);
 	const char *verdict = "ok";
 
 	if (!r->target) {
 		snprintf(buf, len, "%s", "");
 		return;
 	}
-	if (f <= 0 || (r->min_tmpfs > 0 && t <= 0) || (r->min_raw > 0 && w <= 0))
-		verdict = "n/a";
-	else if ((r->min_tmpfs > 0 && f / t < r->min_tmpfs) ||
-		 (r->min_raw > 0 && f / w < r->min_raw))
-		verdict = "BELOW";
+	for (int k = 0; k < BK_COUNT; k++) {
+		double p = cell_median(&r->cell[k], 0);
+
+		if (r->min_vs[k] <= 0)
+			continue;
+		if (f <= 0 || p <= 0) {
+			verdict = "n/a";
+			break;
+		}
+		if (f / p < r->min_vs[k])
+			verdict = "BELOW";
+	}
 	snprintf(buf, len, "%s: %s", r->target, verdict);
 }
 
-static void print_failures(const struct bench_row *rows, int nrows, const char *skip[BK_COUNT])
+static void print_failures(const struct bench_row *rows, int nrows, const char *skip[BK_COUNT],
+			   const struct table_spec *t)
 {
 	for (int i = 0; i < nrows; i++) {
-		for (int k = 0; k < BK_COUNT; k++) {
-			if (!skip[k] && rows[i].cell[k].failed)
-				printf("  failed: %s on %s: %s\n", rows[i].name, bk_label[k],
-				       rows[i].cell[k].err);
-			if (!skip[k] && rows[i].cell[k].cleanup_err[0])
-				printf("  error after %s on %s: %s\n", rows[i].name, bk_label[k],
-				       rows[i].cell[k].cleanup_err);
+		for (int j = 0; j < t->ncols; j++) {
+			int k = t->cols[j].id;
+			const struct bench_cell *c = &rows[i].cell[k];
+
+			if (skip[k])
+				continue;
+			if (c->failed)
+				printf("  failed: %s on %s: %s\n", rows[i].name, t->cols[j].label,
+				       c->err);
+			else if (c->skipped[0])
+				printf("  skipped: %s on %s: %s\n", rows[i].name, t->cols[j].label,
+				       c->skipped);
+			if (c->cleanup_err[0])
+				printf("  error after %s on %s: %s\n", rows[i].name,
+				       t->cols[j].label, c->cleanup_err);
 		}
 	}
 }
 
 static void print_table(const struct bench_row *rows, int nrows, const char *skip[BK_COUNT],
-			int ncols, int micro, int runs)
+			const struct table_spec *t, int runs)
 {
 	char cell[40], tgt[80];
 
 	printf("%-10s %-19s %-7s", "workload", "one call", "");
-	for (int k = 0; k < ncols; k++)
-		printf(" %13s", bk_label[k]);
-	printf(" %8s %8s", "f/tmpfs", "f/ext4");
-	if (ncols > BK_RAW)
-		printf(" %8s", "f/raw");
-	if (ncols > BK_STRICT)
-		printf(" %8s", "s/f");
+	for (int j = 0; j < t->ncols; j++)
+		printf(" %13s", t->cols[j].label);
+	for (int q = 0; q < t->nratios; q++)
+		printf(" %*s", ratio_width(&t->ratios[q]), t->ratios[q].label);
 	printf("  target\n");
 	for (int i = 0; i < nrows; i++) {
 		const struct bench_row *r = &rows[i];
-		/* micro: GB/s, ops/s, spread of GB/s; meta: ops/s, spread (if several runs) */
-		int lines = (micro ? 2 : 1) + (runs > 1);
+		/* micro: GB/s, ops/s, spread of GB/s; others: ops/s, spread (if several runs) */
+		int lines = (t->micro ? 2 : 1) + (runs > 1);
 
 		for (int l = 0; l < lines; l++) {
-			int bytes = micro && l != 1;
+			int bytes = t->micro && l != 1;
 			int spread = runs > 1 && l == lines - 1;
 			const char *metric = spread ? "min-max" : bytes ? "GB/s" : "ops/s";
 
 			printf("%-10s %-19s %-7s", l == 0 ? r->name : "", l == 0 ? r->unit : "",
 			       metric);
-			for (int k = 0; k < ncols; k++) {
+			for (int j = 0; j < t->ncols; j++) {
+				int k = t->cols[j].id;
+
 				cell_text(&r->cell[k], skip[k], bytes, spread, cell, sizeof(cell));
 				printf(" %13s", cell);
 			}
 			if (l == 0) {
-				ratio_text(r, BK_TMPFS, cell, sizeof(cell));
-				printf(" %8s", cell);
-				ratio_text(r, BK_EXT4, cell, sizeof(cell));
-				printf(" %8s", cell);
-				if (ncols > BK_RAW) {
-					ratio_text(r, BK_RAW, cell, sizeof(cell));
-					printf(" %8s", cell);
-				}
-				if (ncols > BK_STRICT) {
-					ratio_text(r, BK_FERRITE, cell, sizeof(cell));
-					printf(" %8s", cell);
+				for (int q = 0; q < t->nratios; q++) {
+					ratio_text(r, &t->ratios[q], cell, sizeof(cell));
+					printf(" %*s", ratio_width(&t->ratios[q]), cell);
 				}
 				target_text(r, tgt, sizeof(tgt));
 				printf("  %s", tgt);
@@ -223,7 +281,7 @@ static void print_table(const struct bench_row *rows, int nrows, const char *ski
 			printf("\n");
 		}
 	}
-	print_failures(rows, nrows, skip);
+	print_failures(rows, nrows, skip, t);
 }
 
 static void cpu_model(char *buf, size_t len)
@@ -265,10 +323,12 @@ void report_header(struct bench_backend *bk[BK_COUNT], const char *skip[BK_COUNT
 	printf("%s\n", o->quick ? " (--quick: smoke run only)" : "");
 	for (int k = 0; k < BK_COUNT; k++) {
 		if (skip[k])
-			printf("  %-7s SKIPPED: %s\n", bk_label[k], skip[k]);
+			printf("  %-9s SKIPPED: %s\n", bk_label[k], skip[k]);
 		else if (bk[k])
-			printf("  %-7s %s%s%s\n", bk_label[k], bk[k]->where,
-			       bk[k]->notes[0] ? "; " : "", bk[k]->notes);
+			printf("  %-9s %s%s%s%s\n", bk_label[k], bk[k]->where,
+			       bk[k]->notes[0] ? "; " : "", bk[k]->notes,
+			       k == BK_FERRITE && (o->groups & G_TIER) ? " (the pm column of d)"
+								       : "");
 	}
 	fflush(stdout);
 }
@@ -282,7 +342,7 @@ void report_micro(const struct bench_row rows[MICRO_ROWS], const char *skip[BK_C
 	       fmt_size(o->file_size, sz, sizeof(sz)), (unsigned long long)o->rand_ops,
 	       o->runs == 1 ? "" : "median of ", o->runs, o->runs == 1 ? "" : "s",
 	       o->runs == 1 ? "" : " (min-max of GB/s below)");
-	print_table(rows, MICRO_ROWS, skip, BK_COUNT, 1, o->runs);
+	print_table(rows, MICRO_ROWS, skip, &micro_spec, o->runs);
 	fflush(stdout);
 }
 
@@ -292,7 +352,7 @@ void report_meta(const struct bench_row rows[META_ROWS], const char *skip[BK_COU
 	printf("\nb) metadata: %llu files in one directory; ops/s, %s%d run%s%s\n",
 	       (unsigned long long)o->files, o->runs == 1 ? "" : "median of ", o->runs,
 	       o->runs == 1 ? "" : "s", o->runs == 1 ? "" : " (min-max below)");
-	print_table(rows, META_ROWS, skip, BK_RAW, 0, o->runs);
+	print_table(rows, META_ROWS, skip, &meta_spec, o->runs);
 	fflush(stdout);
 }
 
@@ -351,6 +411,80 @@ void report_mount(const struct mount_result *res, int nres, const char *skip,
 	fflush(stdout);
 }
 
+static uint64_t cache_accesses(const struct tier_cache_sample *c)
+{
+	return c->read_hits + c->read_misses + c->write_hits + c->write_misses;
+}
+
+static double pct(uint64_t part, uint64_t whole)
+{
+	return whole ? 100.0 * (double)part / (double)whole : 0.0;
+}
+
+void report_tier(const struct tier_group *g, const char *skip[BK_COUNT], const struct bench_opts *o)
+{
+	char sz[32];
+	int full = 0;
+
+	printf("\nd) tier: the tiered pool (%s, flush period %u ms) against ext4 on the disk and "
+	       "the pm engine; ops/s, %s%d run%s%s\n",
+	       fmt_size(o->tier_pool_size, sz, sizeof(sz)),
+	       o->tier_flush_ms ? o->tier_flush_ms : 10, o->runs == 1 ? "" : "median of ", o->runs,
+	       o->runs == 1 ? "" : "s", o->runs == 1 ? "" : " (min-max below)");
+	printf("page cache %s before each timed run; every column makes the same fsync and "
+	       "fdatasync calls\n",
+	       g->cache_dropped ? "dropped"
+	       : o->drop_caches ? "NOT dropped (not root, or --quick)"
+				: "NOT dropped (--no-drop-caches)");
+	for (int i = 0; i < TIER_ROWS; i++)
+		printf("  %-10s %s\n", g->rows[i].name, g->data[i]);
+	print_table(g->rows, TIER_ROWS, skip, &tier_spec, o->runs);
+	if (skip[BK_TIER]) {
+		fflush(stdout);
+		return;
+	}
+	printf("tier cache during the timed runs (sum over the runs; 4 KiB chunks; accesses = "
+	       "chunk reads + writes):\n");
+	printf("%-10s %10s %9s %9s %10s %9s %9s %10s %9s %11s\n", "workload", "accesses",
+	       "read hit", "write hit", "collisions", "forced", "periodic", "forced/acc",
+	       "dirty end", "records");
+	for (int i = 0; i < TIER_ROWS; i++) {
+		struct tier_cache_sample t = {0};
+		const struct tier_cache_sample *last;
+		char rec[32];
+
+		if (g->ncache[i] == 0)
+			continue;
+		for (int r = 0; r < g->ncache[i]; r++) {
+			const struct tier_cache_sample *c = &g->cache[i][r];
+
+			t.read_hits += c->read_hits;
+			t.read_misses += c->read_misses;
+			t.write_hits += c->write_hits;
+			t.write_misses += c->write_misses;
+			t.collisions += c->collisions;
+			t.forced += c->forced;
+			t.periodic += c->periodic;
+		}
+		last = &g->cache[i][g->ncache[i] - 1];
+		snprintf(rec, sizeof(rec), "%llu/%llu", (unsigned long long)last->records_used,
+			 (unsigned long long)last->records);
+		full |= last->records_used >= last->records;
+		printf("%-10s %10llu %8.1f%% %8.1f%% %10llu %9llu %9llu %9.3f%% %9llu %11s\n",
+		       g->rows[i].name, (unsigned long long)cache_accesses(&t),
+		       pct(t.read_hits, t.read_hits + t.read_misses),
+		       pct(t.write_hits, t.write_hits + t.write_misses),
+		       (unsigned long long)t.collisions, (unsigned long long)t.forced,
+		       (unsigned long long)t.periodic, pct(t.forced, cache_accesses(&t)),
+		       (unsigned long long)last->dirty_end, rec);
+	}
+	printf("  target: forced flushes < 2%% of accesses (annotation only)\n");
+	if (full)
+		printf("  records used = all: the record table was full; a file that gets no "
+		       "record is read and written uncached (each write followed by fdatasync)\n");
+	fflush(stdout);
+}
+
 /* ---- JSON ------------------------------------------------------------------------ */
 
 static void json_str(FILE *f, const char *s)
@@ -379,15 +513,19 @@ static void json_series(FILE *f, const char *key, const double *v, int n)
 }
 
 static void json_rows(FILE *f, const char *group, const struct bench_row *rows, int nrows,
-		      const char *skip[BK_COUNT], int *first)
+		      const char *skip[BK_COUNT], const struct table_spec *t, int *first)
 {
 	for (int i = 0; rows && i < nrows; i++) {
-		for (int k = 0; k < BK_COUNT; k++) {
+		int subj = rows[i].subject;
+		double s = cell_median(&rows[i].cell[subj], 0);
+
+		for (int j = 0; j < t->ncols; j++) {
+			int k = t->cols[j].id;
 			const struct bench_cell *c = &rows[i].cell[k];
 			double v[BENCH_MAX_RUNS];
 			int n;
 
-			if (skip[k] || (c->n == 0 && !c->failed))
+			if (skip[k] || (c->n == 0 && !c->failed && !c->skipped[0]))
 				continue;
 			fprintf(f, "%s\n    {\"group\": \"%s\", \"workload\": ", *first ? "" : ",",
 				group);
@@ -395,14 +533,14 @@ static void json_rows(FILE *f, const char *group, const struct bench_row *rows, 
 			json_str(f, rows[i].name);
 			fprintf(f, ", \"call\": ");
 			json_str(f, rows[i].unit);
-			fprintf(f, ", \"backend\": \"%s\"", bk_label[k]);
+			fprintf(f, ", \"backend\": \"%s\"", t->cols[j].label);
 			if (c->cleanup_err[0]) {
 				fprintf(f, ", \"cleanup_error\": ");
 				json_str(f, c->cleanup_err);
 			}
-			if (c->failed) {
-				fprintf(f, ", \"error\": ");
-				json_str(f, c->err);
+			if (c->failed || c->n == 0) {
+				fprintf(f, ", \"%s\": ", c->failed ? "error" : "skipped");
+				json_str(f, c->failed ? c->err : c->skipped);
 				fprintf(f, "}");
 				continue;
 			}
@@ -417,19 +555,52 @@ static void json_rows(FILE *f, const char *group, const struct bench_row *rows, 
 				fprintf(f, ", ");
 				json_series(f, "GB_per_s", v, n);
 			}
-			if (k != BK_FERRITE && cell_median(&rows[i].cell[BK_FERRITE], 0) > 0)
-				fprintf(f, ", \"ferrite_ratio\": %.4f",
-					cell_median(&rows[i].cell[BK_FERRITE], 0) /
-					    cell_median(c, 0));
+			if (k != subj && s > 0)
+				fprintf(f, ", \"%s_ratio\": %.4f", col_label(t, subj),
+					s / cell_median(c, 0));
 			fprintf(f, "}");
 		}
 	}
 }
 
+static void json_tier_cache(FILE *f, const struct tier_group *g)
+{
+	fprintf(f, "  \"tier_cache\": [");
+	for (int i = 0; i < TIER_ROWS; i++) {
+		fprintf(f, "%s\n    {\"workload\": ", i ? "," : "");
+		json_str(f, g->rows[i].name);
+		fprintf(f, ", \"data\": ");
+		json_str(f, g->data[i]);
+		fprintf(f, ", \"runs\": [");
+		for (int r = 0; r < g->ncache[i]; r++) {
+			const struct tier_cache_sample *c = &g->cache[i][r];
+
+			fprintf(
+			    f,
+			    "%s\n      {\"read_hits\": %llu, \"read_misses\": %llu, "
+			    "\"write_hits\": %llu, \"write_misses\": %llu, \"collisions\": "
+			    "%llu, \"flushes_forced\": %llu, \"flushes_periodic\": %llu, "
+			    "\"wraparounds\": %llu, \"forced_pct_of_accesses\": %.4f, "
+			    "\"valid_chunks_end\": %llu, \"dirty_chunks_end\": %llu, \"chunks\": "
+			    "%llu, \"records_used\": %llu, \"records\": %llu}",
+			    r ? "," : "", (unsigned long long)c->read_hits,
+			    (unsigned long long)c->read_misses, (unsigned long long)c->write_hits,
+			    (unsigned long long)c->write_misses, (unsigned long long)c->collisions,
+			    (unsigned long long)c->forced, (unsigned long long)c->periodic,
+			    (unsigned long long)c->wraps, pct(c->forced, cache_accesses(c)),
+			    (unsigned long long)c->valid_end, (unsigned long long)c->dirty_end,
+			    (unsigned long long)c->chunks, (unsigned long long)c->records_used,
+			    (unsigned long long)c->records);
+		}
+		fprintf(f, "]}");
+	}
+	fprintf(f, "\n  ],\n");
+}
+
 int report_json(const char *path, struct bench_backend *bk[BK_COUNT], const char *skip[BK_COUNT],
 		const struct bench_opts *o, const struct bench_row *micro,
 		const struct bench_row *meta, const struct mount_result *mnt, int nmnt,
-		const char *mount_skip)
+		const char *mount_skip, const struct tier_group *tier)
 {
 	struct utsname u;
 	char cpu[256];
@@ -451,6 +622,17 @@ int report_json(const char *path, struct bench_backend *bk[BK_COUNT], const char
 		"\"runs\": %d, \"cpu\": %d, \"quick\": %s},\n",
 		(unsigned long long)o->file_size, (unsigned long long)o->rand_ops,
 		(unsigned long long)o->files, o->runs, o->cpu, o->quick ? "true" : "false");
+	if (tier)
+		fprintf(f,
+			"  \"tier_options\": {\"tier_pool_size\": %llu, \"tier_flush_ms\": %u, "
+			"\"mix_data\": %llu, \"mix_ops\": %llu, \"varmail_files\": %llu, "
+			"\"varmail_loops\": %llu, \"oltp_data\": %llu, \"oltp_txns\": %llu, "
+			"\"page_cache_dropped\": %s},\n",
+			(unsigned long long)o->tier_pool_size, o->tier_flush_ms,
+			(unsigned long long)o->mix_data, (unsigned long long)o->mix_ops,
+			(unsigned long long)o->varmail_files, (unsigned long long)o->varmail_loops,
+			(unsigned long long)o->oltp_data, (unsigned long long)o->oltp_txns,
+			tier->cache_dropped ? "true" : "false");
 	fprintf(f, "  \"mount_files\": [");
 	for (int i = 0; i < o->n_mount_files; i++)
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)o->mount_files[i]);
@@ -472,9 +654,13 @@ int report_json(const char *path, struct bench_backend *bk[BK_COUNT], const char
 		fprintf(f, "}");
 	}
 	fprintf(f, "\n  },\n  \"results\": [");
-	json_rows(f, "micro", micro, MICRO_ROWS, skip, &first);
-	json_rows(f, "meta", meta, META_ROWS, skip, &first);
-	fprintf(f, "\n  ],\n  \"mount\": ");
+	json_rows(f, "micro", micro, MICRO_ROWS, skip, &micro_spec, &first);
+	json_rows(f, "meta", meta, META_ROWS, skip, &meta_spec, &first);
+	json_rows(f, "tier", tier ? tier->rows : NULL, TIER_ROWS, skip, &tier_spec, &first);
+	fprintf(f, "\n  ],\n");
+	if (tier)
+		json_tier_cache(f, tier);
+	fprintf(f, "  \"mount\": ");
 	if (mount_skip || !mnt) {
 		fprintf(f, "{\"skipped\": ");
 		json_str(f, mount_skip ? mount_skip : "not selected");

@@ -1,6 +1,7 @@
 /*
  * util.c -- small helpers of ferrite-bench: the clock, progress lines, size parsing,
- * the shared pseudo-random generator, /proc/self/status and directory clean-up.
+ * the shared pseudo-random generator, /proc/self/status, directory clean-up, dropping
+ * the page cache and naming the file system a path is on.
  *
  * Measures nothing itself. Every workload takes its time stamps from now_sec()
  * (CLOCK_MONOTONIC) and draws its random offsets from rng_next() with the same
@@ -17,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -225,4 +227,46 @@ long proc_status_kib(const char *key)
 			line++;
 	}
 	return -1;
+}
+
+int drop_page_cache(void)
+{
+	int fd = open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (write(fd, "3\n", 2) != 2) {
+		int e = errno;
+
+		close(fd);
+		return -e;
+	}
+	close(fd);
+	return 0;
+}
+
+/* mountinfo line: ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTS [TAGS...] - FSTYPE SOURCE SUPER */
+const char *mount_source(const char *path, char *buf, size_t len)
+{
+	char line[4096], want[32];
+	struct stat st;
+	FILE *f;
+
+	snprintf(buf, len, "?");
+	if (stat(path, &st) < 0)
+		return buf;
+	snprintf(want, sizeof(want), "%u:%u", major(st.st_dev), minor(st.st_dev));
+	f = fopen("/proc/self/mountinfo", "re");
+	if (!f)
+		return buf;
+	while (fgets(line, sizeof(line), f)) {
+		char dev[32], mnt[1024], fstype[64], src[1024];
+		char *dash = strstr(line, " - ");
+
+		if (!dash || sscanf(line, "%*s %*s %31s %*s %1023s", dev, mnt) != 2 ||
+		    sscanf(dash + 3, "%63s %1023s", fstype, src) != 2 || strcmp(dev, want) != 0)
+			continue;
+		snprintf(buf, len, "%s (%s) on %s", src, fstype, mnt);
+	}
+	fclose(f);
+	return buf;
 }

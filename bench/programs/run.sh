@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
 # run.sh -- real programs on Ferrite vs the kernel, side by side in one run.
 #
-#   bench/programs/run.sh [--quick] [--runs N] [--json FILE] [--only LIST]
+#   bench/programs/run.sh [--quick] [--runs N] [--json FILE] [--only LIST] [--configs LIST]
+#                         [--rocksdb-workloads LIST]
 #
 # LIST (comma separated, default all): rocksdb, sqlite, fio, postmark.
 #   rocksdb   db_bench fillrandom sync=1 and sync=0, overwrite, readrandom:
-#             ferrite via the shim (`ferrite run`) vs tmpfs vs ext4 (loop over /dev/shm)
+#             ferrite via the shim (`ferrite run`) vs tmpfs vs ext4 (loop over /dev/shm),
+#             and a tiered pool (`ferrite run` on a pool made with `mkfs --tier`, its
+#             backing directory on the machine's disk) vs ext4-disk (a directory on the
+#             same disk); --rocksdb-workloads picks among fillrandom-sync1,
+#             fillrandom-sync0, overwrite, readrandom
 #   sqlite    autocommit inserts, synchronous=FULL, WAL and rollback journal
 #             (locking_mode=EXCLUSIVE everywhere): shim vs tmpfs vs ext4
 #   fio       4 KiB randread, randwrite, append (psync, 1 and 2 jobs): ferrite's FUSE
 #             mount vs a libfuse passthrough of tmpfs (passthrough_ll.c, the floor
 #             cost of FUSE) vs tmpfs directly
 #   postmark  small files: shim vs FUSE mount vs passthrough vs tmpfs vs ext4
-# Every cell is the median of --runs samples (3; --quick: 1 and small sizes); the
+# --configs LIST keeps only those columns (shim, fuse, tmpfs, ext4, passthrough, tier,
+# ext4-disk); the others say "skipped". Every cell is the median of --runs samples (3;
+# --quick: 1 and small sizes); the
 # configurations of a workload take turns in an order that rotates every run. Ratios
 # divide ferrite's throughput by the peer's (> 1: ferrite is faster); the target
 # column only annotates, nothing fails on a number. Progress goes to stderr, tables
@@ -20,7 +27,10 @@
 #
 # Environment: FERRITE=PATH (the ferrite command), PT_OPTS (extra options for the
 # passthrough, to match ferrite's FUSE settings), BENCH_POOL_SIZE (default 4G, quick 2G),
-# BENCH_POOL (default /dev/shm/ferrite-progbench-PID.pool; formatted and removed).
+# BENCH_POOL (default /dev/shm/ferrite-progbench-PID.pool; formatted and removed),
+# BENCH_DISK_DIR (default /var/tmp/ferrite-progbench-PID: on the machine's disk, ext4; the
+# ext4-disk column and the tier's backing directory; removed), BENCH_TIER_POOL_SIZE
+# (default 256M, quick 64M; the tiered pool /dev/shm/ferrite-progbench-PID-tier.pool).
 # ext4 needs root; without it (or without `ferrite run` / `ferrite mount`) the
 # affected columns say "skipped" and why.
 set -euo pipefail
@@ -41,8 +51,14 @@ quick=0
 runs=""
 json=""
 only=rocksdb,sqlite,fio,postmark
+configs=shim,fuse,tmpfs,ext4,passthrough,tier,ext4-disk
+rocks_wl=fillrandom-sync1,fillrandom-sync0,overwrite,readrandom
 while [ $# -gt 0 ]; do
 	case "$1" in
+	--configs) configs=${2:?}; shift ;;
+	--configs=*) configs=${1#*=} ;;
+	--rocksdb-workloads) rocks_wl=${2:?}; shift ;;
+	--rocksdb-workloads=*) rocks_wl=${1#*=} ;;
 	--quick) quick=1 ;;
 	--runs) runs=${2:?}; shift ;;
 	--runs=*) runs=${1#*=} ;;
@@ -55,16 +71,19 @@ while [ $# -gt 0 ]; do
 	shift
 done
 wants() { case ",$only," in *,$1,*) return 0 ;; esac; return 1; }
+selected() { case ",$configs," in *,$1,*) return 0 ;; esac; return 1; }
 [ -n "$json" ] && json=$(realpath -m "$json")
 
 if [ $quick = 1 ]; then
 	runs=${runs:-1}
 	rocks_sync_num=2000 rocks_num=50000 sql_n=2000 fio_size=32M fio_time=1 pm_files=2000 pm_tx=20000
 	pool_size=${BENCH_POOL_SIZE:-2G}
+	tier_size=${BENCH_TIER_POOL_SIZE:-64M}
 else
 	runs=${runs:-3}
 	rocks_sync_num=20000 rocks_num=500000 sql_n=20000 fio_size=256M fio_time=3 pm_files=20000 pm_tx=200000
 	pool_size=${BENCH_POOL_SIZE:-4G}
+	tier_size=${BENCH_TIER_POOL_SIZE:-256M}
 fi
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number"
 
@@ -87,6 +106,9 @@ EMNT=/tmp/ferrite-progbench-$$.ext4
 EIMG=""
 ELOOP=""
 emounted=0
+DISKD=${BENCH_DISK_DIR:-/var/tmp/ferrite-progbench-$$} # ext4-disk and the tier's backing
+TPOOL=/dev/shm/ferrite-progbench-$$-tier.pool
+made_diskd=0
 
 unmount_fuse() { # DIR
 	mountpoint -q "$1" 2>/dev/null || return 0
@@ -114,7 +136,8 @@ cleanup() {
 	[ -n "$EIMG" ] && rm -f "$EIMG"
 	rmdir "$EMNT" 2>/dev/null
 	rm -rf "$TMPD" "$WORK"
-	rm -f "$POOL"
+	rm -f "$POOL" "$TPOOL"
+	[ $made_diskd = 1 ] && rm -rf "$DISKD"
 	return 0
 }
 trap cleanup EXIT
@@ -132,7 +155,7 @@ else
 	if "$FERRITE" help mount >/dev/null 2>&1 || "$FERRITE" mount --help >/dev/null 2>&1; then have_fuse=1; else skip[fuse]="$FERRITE has no 'mount'"; fi
 fi
 mkdir -p "$TMPD/bench"
-if [ $have_shim = 1 ] || [ $have_fuse = 1 ]; then
+if { [ $have_shim = 1 ] && selected shim; } || { [ $have_fuse = 1 ] && selected fuse; }; then
 	say "ferrite: $FERRITE, pool $POOL ($pool_size)"
 	if ! "$FERRITE" mkfs --size "$pool_size" "$POOL" >"$WORK/mkfs.out" 2>&1; then
 		cat "$WORK/mkfs.out" >&2
@@ -140,6 +163,9 @@ if [ $have_shim = 1 ] || [ $have_fuse = 1 ]; then
 	fi
 	"$FERRITE" info "$POOL" 2>/dev/null | sed -n 's/^backing: *//p' | sed 's/^/  pool backing: /' >&2 || true
 fi
+for c in shim fuse tmpfs ext4 passthrough tier ext4-disk; do
+	selected "$c" || skip[$c]="not selected (--configs)"
+done
 
 setup_ext4() {
 	local out
@@ -164,7 +190,34 @@ setup_ext4() {
 	mkdir -p "$EMNT/bench"
 	say "ext4: $ELOOP on $EMNT"
 }
-if wants rocksdb || wants sqlite || wants postmark; then setup_ext4; fi
+if selected ext4 && { wants rocksdb || wants sqlite || wants postmark; }; then setup_ext4; fi
+
+# The machine's disk: ext4-disk works in a plain directory of it, the tiered pool (in
+# /dev/shm) caches another one.
+setup_disk() {
+	local out fstype
+	if [ -e "$DISKD" ]; then
+		skip[ext4-disk]="$DISKD exists already (set BENCH_DISK_DIR)"
+		skip[tier]=${skip[ext4-disk]}
+		return
+	fi
+	mkdir -p "$DISKD/ext4/bench" "$DISKD/tier-backing" && made_diskd=1
+	fstype=$(stat -f -c %T "$DISKD" 2>/dev/null)
+	if [ "$fstype" != ext2/ext3 ]; then # what stat calls ext4
+		skip[ext4-disk]="$DISKD is on ${fstype:-?}, not ext4 (set BENCH_DISK_DIR)"
+		skip[tier]=${skip[ext4-disk]}
+		return
+	fi
+	say "disk: $DISKD on $(df --output=source "$DISKD" | tail -n 1) ($(findmnt -n -o FSTYPE,OPTIONS -T "$DISKD" 2>/dev/null | cut -c1-80))"
+	if [ -n "${skip[tier]:-}" ]; then return; fi
+	if [ $have_shim = 0 ]; then skip[tier]=${skip[shim]}; return; fi
+	if ! out=$("$FERRITE" mkfs --tier "$DISKD/tier-backing" --size "$tier_size" --force "$TPOOL" 2>&1); then
+		skip[tier]="ferrite mkfs --tier failed: $(echo "$out" | tail -n 1)"
+		return
+	fi
+	say "tier: $TPOOL ($tier_size) caching $DISKD/tier-backing"
+}
+if wants rocksdb && { selected tier || selected ext4-disk; }; then setup_disk; fi
 
 PT=""
 setup_passthrough() {
@@ -181,7 +234,7 @@ setup_passthrough() {
 	fi
 	say "passthrough: $TMPD/pt-src on $PMNT ${PT_OPTS:-}"
 }
-if wants fio || wants postmark; then setup_passthrough; fi
+if selected passthrough && { wants fio || wants postmark; }; then setup_passthrough; fi
 
 # ---- configurations: where each works and how a program is started --------------
 # Shim and FUSE share the pool, which one process at a time may open: the FUSE mount
@@ -193,6 +246,8 @@ cfg_dir() {
 	tmpfs) echo "$TMPD/bench" ;;
 	ext4) echo "$EMNT/bench" ;;
 	passthrough) echo "$PMNT/bench" ;;
+	tier) echo /pm/bench ;;
+	ext4-disk) echo "$DISKD/ext4/bench" ;;
 	esac
 }
 cfg_run() {
@@ -200,6 +255,9 @@ cfg_run() {
 	shift
 	if [ "$c" = shim ]; then
 		timeout -k 10 1800 "$FERRITE" run --pool "$POOL" --prefix /pm -- "$@"
+	elif [ "$c" = tier ]; then
+		# the program runs as a child; `ferrite run` drains the pool after it exits
+		timeout -k 10 1800 "$FERRITE" run --pool "$TPOOL" --prefix /pm -- "$@"
 	else
 		timeout -k 10 1800 "$@"
 	fi
@@ -226,6 +284,9 @@ cfg_settle() { # untimed, after each sample: ext4 writes back and trims
 	if [ "$1" = ext4 ]; then
 		sync -f "$EMNT" 2>/dev/null || sync
 		fstrim "$EMNT" 2>/dev/null || true
+	elif [ "$1" = ext4-disk ] || [ "$1" = tier ]; then
+		# (the tier is drained by `ferrite run` already; no fstrim on the real disk)
+		sync -f "$DISKD" 2>/dev/null || sync
 	fi
 }
 
@@ -287,9 +348,10 @@ bench_rocksdb() {
 	local r c w
 	for r in $(seq 1 "$runs"); do
 		say "rocksdb run $r/$runs"
-		for c in $(rotate "$r" shim tmpfs ext4); do
+		for c in $(rotate "$r" shim tmpfs ext4 tier ext4-disk); do
 			cfg_enter "$c" || continue
 			for w in fillrandom-sync1 fillrandom-sync0 overwrite readrandom; do
+				case ",$rocks_wl," in *,$w,*) ;; *) continue ;; esac
 				rocks_one "$c" "$w"
 				cfg_settle "$c"
 			done
@@ -518,11 +580,15 @@ table() { # group unit targets ratios configs...
 
 {
 	echo "bench/programs/run.sh: $(date -u +%FT%TZ), $(nproc) CPUs, kernel $(uname -r), runs $runs$([ $quick = 1 ] && echo ', --quick: numbers mean little')"
-	for c in shim fuse ext4 passthrough; do
+	for c in shim fuse ext4 passthrough tier ext4-disk; do
 		[ -n "${skip[$c]:-}" ] && echo "  $c skipped: ${skip[$c]}"
 	done
+	if wants rocksdb && [ -z "${skip[tier]:-}" ]; then
+		echo "  tier: $TPOOL ($tier_size, in /dev/shm) caching $DISKD/tier-backing; ext4-disk: $DISKD/ext4"
+	fi
 	table rocksdb "db_bench ops/s (sync1: $rocks_sync_num keys, others $rocks_num)" \
-		"fillrandom-sync1=shim/tmpfs>=3 readrandom=shim/tmpfs>=1.2" "shim/tmpfs shim/ext4" shim tmpfs ext4
+		"fillrandom-sync1=shim/tmpfs>=3 readrandom=shim/tmpfs>=1.2" "shim/tmpfs shim/ext4 tier/ext4-disk" \
+		shim tmpfs ext4 tier ext4-disk
 	table sqlite "inserts/s ($sql_n autocommit inserts, synchronous=FULL)" \
 		"insert-*=shim/tmpfs>=2" "shim/tmpfs shim/ext4" shim tmpfs ext4
 	table fio "IOPS (4 KiB, psync, $fio_size file per job; -jN = N jobs)" \
