@@ -19,6 +19,9 @@
  *   size (in chunks, a power of two) just above the most common file size in
  *   the stride table (First Responder 4.3). A key only spreads files over the
  *   slots; nothing depends on keys being unique.
+ * Records: one per 64 KiB of pool. When all are taken, a file being opened
+ *   takes the record of a closed file whose chunks are all clean: they are
+ *   dropped first (the backing file holds them, C1), then F2 lets it go.
  * Locking: files_lock guards the fid and inode tables, the stride table and
  *   the descriptor LRU; a record's path changes under it too.
  */
