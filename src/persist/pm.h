@@ -142,10 +142,12 @@ static inline void pm_trace_fence(void)
 #ifdef FERRITE_PLANT_BUGS
 enum {
 	PM_PLANT_NONE,
-	PM_PLANT_SKIP_FLUSH,	   /* the size publish of a write is not flushed */
-	PM_PLANT_SKIP_LOG_FENCE,   /* a log entry is not fenced before it is applied */
-	PM_PLANT_RENAME_IN_PLACE,  /* rename edits a dentry in place before logging */
-	PM_PLANT_SIZE_BEFORE_DATA, /* an append publishes its size before its data */
+	PM_PLANT_SKIP_FLUSH,	       /* the size publish of a write is not flushed */
+	PM_PLANT_SKIP_LOG_FENCE,       /* a log entry is not fenced before it is applied */
+	PM_PLANT_RENAME_IN_PLACE,      /* rename edits a dentry in place before logging */
+	PM_PLANT_SIZE_BEFORE_DATA,     /* an append publishes its size before its data */
+	PM_PLANT_TIER_UNDO_MARK_FIRST, /* tier recovery drops an interrupted write's
+					* C chunk before its other chunks */
 };
 extern int pm_planted;
 #define PM_PLANTED(b) FR_UNLIKELY(pm_planted == (b))

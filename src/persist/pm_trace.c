@@ -257,8 +257,12 @@ int pm_planted;
 
 int pm_plant(const char *name)
 {
-	static const char *const names[] = {"", "skip-flush", "skip-log-fence", "rename-in-place",
-					    "size-before-data"};
+	static const char *const names[] = {"",
+					    "skip-flush",
+					    "skip-log-fence",
+					    "rename-in-place",
+					    "size-before-data",
+					    "tier-undo-mark-first"};
 	if (!name) {
 		pm_planted = PM_PLANT_NONE;
 		return 0;

@@ -647,9 +647,12 @@ void tier_rec_moved(struct tier *t, const struct tier_move *mv, int n)
 
 int tier_sync_meta(struct tier *t, struct tier_file *tf)
 {
+	if (TIER_BACKING_HOLD() == TIER_BACKING_SKIP)
+		return 0;
 	struct tier_rec *r = &t->recs[tf->fid];
 	if (!(r->r_flags & REC_META_STALE))
 		return 0;
+	tier_backing_write_check("setting a backing file's size and time");
 	int fd = tf_wfd(t, tf, 0);
 	if (fd < 0)
 		return fd;
@@ -684,6 +687,7 @@ static int lost_found_fd(struct tier *t)
  * .ferrite-lost+found (named after the record). */
 static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
 {
+	tier_backing_write_check("making a lost file again");
 	struct tier_rec *r = &t->recs[fid];
 	char path[TIER_PATH_MAX + 64];
 	int fd = -1;

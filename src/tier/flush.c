@@ -19,6 +19,7 @@
  *   is written again after recovery, which is harmless.
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
@@ -53,6 +54,7 @@ static int fchunk_cmp(const void *a, const void *b)
 /* Writes n bytes of buf at off, full chunks through O_DIRECT if possible. */
 static int put_run(struct tier *t, struct tier_file *tf, const char *buf, uint64_t off, uint64_t n)
 {
+	tier_backing_write_check("writing back a chunk");
 	uint64_t full = n & ~(uint64_t)(TIER_CHUNK_SIZE - 1);
 	uint64_t done = 0;
 	if (full && t->backing_has_direct) {
@@ -236,6 +238,8 @@ static int drain_with(struct tier *t, struct tier_file *only, char *bounce);
 
 int tier_drain(struct tier *t, struct tier_file *only)
 {
+	if (TIER_BACKING_HOLD() == TIER_BACKING_SKIP)
+		return 0;
 	/* Its own buffer: the flusher may be running too. */
 	char *bounce;
 	if (posix_memalign((void **)&bounce, 4096, RUN_CHUNKS * TIER_CHUNK_SIZE))
@@ -314,6 +318,8 @@ static void *flusher_main(void *arg)
 		    !__atomic_load_n(&t->ndirty, __ATOMIC_RELAXED))
 			syncfs(t->root_fd);
 		int left = 1;
+		if (TIER_BACKING_HOLD() != TIER_BACKING_ALLOW)
+			left = 0; /* the crash explorer holds the backing directory still */
 		while (left && !t->stop && __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED)) {
 			int64_t r = flush_round(t, NULL, &left, t->bounce);
 			if (r > 0) {
@@ -335,6 +341,8 @@ static void *flusher_main(void *arg)
 
 int tier_flusher_start(struct tier *t)
 {
+	if (TIER_BACKING_HOLD() == TIER_BACKING_SKIP)
+		return 0;
 	pthread_mutex_init(&t->flush_mx, NULL);
 	pthread_cond_init(&t->flush_cv, NULL);
 	t->stop = 0;
@@ -344,6 +352,21 @@ int tier_flusher_start(struct tier *t)
 	t->flusher_started = 1;
 	return 0;
 }
+
+#ifdef FERRITE_PM_TRACE
+int tier_backing_hold = TIER_BACKING_ALLOW;
+
+void tier_backing_write_check(const char *what)
+{
+	if (tier_backing_hold == TIER_BACKING_ALLOW)
+		return;
+	fprintf(stderr,
+		"ferrite (traced): %s would change the backing directory the crash "
+		"explorer holds still\n",
+		what);
+	abort();
+}
+#endif
 
 void tier_throttle(struct tier *t)
 {

@@ -242,6 +242,23 @@ static int seq_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The sizes incomplete writes changed go back (while their C chunks, which
+ * remember them, are still there). */
+static void undo_sizes(struct tier *t, const struct incomplete *inc, size_t ninc)
+{
+	for (size_t i = 0; i < ninc; i++) {
+		struct tier_rec *r = inc[i].fid < t->nrecs ? &t->recs[inc[i].fid] : NULL;
+		if (r && r->r_state != REC_FREE && r->r_size == inc[i].new_size &&
+		    inc[i].new_size != inc[i].old_size) {
+			pm_store8(&r->r_size, inc[i].old_size);
+			pm_flush(&r->r_size, 8);
+			struct tier_file *tf = t->files[inc[i].fid];
+			if (tf)
+				tf->size = (int64_t)inc[i].old_size;
+		}
+	}
+}
+
 int tier_recover_chunks(struct tier *t)
 {
 	uint64_t maxseq = t->th->th_seq, recovered = 0;
@@ -282,28 +299,29 @@ int tier_recover_chunks(struct tier *t)
 	}
 	t->seq = maxseq + 1;
 	/* Writes of several chunks whose C is still set: every chunk they
-	 * wrote goes, the versions they replaced stay; their sizes go back. */
+	 * wrote goes, the versions they replaced stay; their sizes go back.
+	 * The chunk carrying C goes last, after a fence: until then a crash
+	 * of this recovery leaves the mark for the next one to finish the
+	 * undo (without it, a new chunk left behind would win over the
+	 * version it replaced, and the write would show half done). */
 	qsort(inc, ninc, sizeof(*inc), seq_cmp);
 	if (ninc) {
-		for (uint64_t c = 0; c < t->nchunks; c++) {
-			struct tier_desc *d = chunk_desc(t, c);
-			if (!(d->d_tag & TAG_V))
-				continue;
-			struct incomplete key = {.seq = d->d_seq};
-			if (bsearch(&key, inc, ninc, sizeof(*inc), seq_cmp)) {
-				tier_set_tag(t, c, 0);
-				recovered++;
+		for (int marks = 0; marks < 2; marks++) {
+			for (uint64_t c = 0; c < t->nchunks; c++) {
+				struct tier_desc *d = chunk_desc(t, c);
+				int pass =
+				    PM_PLANTED(PM_PLANT_TIER_UNDO_MARK_FIRST) ? !marks : marks;
+				if (!(d->d_tag & TAG_V) || !!(d->d_tag & TAG_C) != pass)
+					continue;
+				struct incomplete key = {.seq = d->d_seq};
+				if (bsearch(&key, inc, ninc, sizeof(*inc), seq_cmp)) {
+					tier_set_tag(t, c, 0);
+					recovered++;
+				}
 			}
-		}
-		for (size_t i = 0; i < ninc; i++) {
-			struct tier_rec *r = inc[i].fid < t->nrecs ? &t->recs[inc[i].fid] : NULL;
-			if (r && r->r_state != REC_FREE && r->r_size == inc[i].new_size &&
-			    inc[i].new_size != inc[i].old_size) {
-				pm_store8(&r->r_size, inc[i].old_size);
-				pm_flush(&r->r_size, 8);
-				struct tier_file *tf = t->files[inc[i].fid];
-				if (tf)
-					tf->size = (int64_t)inc[i].old_size;
+			if (!marks) {
+				undo_sizes(t, inc, ninc);
+				pm_fence();
 			}
 		}
 	}
@@ -354,11 +372,15 @@ static void stats_path(char *buf, size_t n, const char *uuid)
 static void stats_open(struct tier *t)
 {
 	stats_path(t->live_path, sizeof t->live_path, t->uuid);
-	int fd = open(t->live_path, O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	/* Never truncated: a copy of this pool (same UUID) mounted by another
+	 * process may have it mapped, and shrinking it would kill that one. */
+	int fd = open(t->live_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return;
 	struct tier_live_stats *s = MAP_FAILED;
-	if (ftruncate(fd, sizeof(*s)) == 0)
+	struct stat st;
+	if (fstat(fd, &st) == 0 &&
+	    (st.st_size >= (off_t)sizeof(*s) || ftruncate(fd, sizeof(*s)) == 0))
 		s = mmap(NULL, sizeof(*s), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	close(fd);
 	if (s == MAP_FAILED) {

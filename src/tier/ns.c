@@ -963,6 +963,7 @@ static ssize_t uncached_io(struct tier_ofile *of, const struct iovec *iov, int i
 {
 	ssize_t r;
 	if (write) {
+		tier_backing_write_check("a write to a file without a record");
 		if (of->flags & O_APPEND) {
 			struct stat st;
 			if (fstat(of->kfd, &st) != 0)

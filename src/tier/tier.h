@@ -298,6 +298,21 @@ void tier_flusher_stop(struct tier *t);
  * cache dirty waits until the flusher brings it under an eighth, so writes
  * find clean chunks to replace instead of paying a forced flush each. */
 void tier_throttle(struct tier *t);
+
+/* The crash explorer's hold on the backing directory (tracing builds only):
+ * it explores data writes while the backing directory stays as it was, so
+ * every crash image pairs with that one directory. FORBID: a write to it
+ * aborts the process (the workload broke that premise); SKIP: a checker
+ * recovers and judges without draining or syncing sizes into it. */
+enum tier_backing_hold { TIER_BACKING_ALLOW, TIER_BACKING_FORBID, TIER_BACKING_SKIP };
+#ifdef FERRITE_PM_TRACE
+extern int tier_backing_hold;
+void tier_backing_write_check(const char *what);
+#define TIER_BACKING_HOLD() tier_backing_hold
+#else
+#define TIER_BACKING_HOLD()	       TIER_BACKING_ALLOW
+#define tier_backing_write_check(what) ((void)0)
+#endif
 /* Drains every dirty chunk (all files, or one) and syncs the backing file system. */
 int tier_drain(struct tier *t, struct tier_file *only);
 

@@ -38,6 +38,7 @@
 
 #include "ferrite.h"
 #include "fs/fs.h"
+#include "tier/tier.h"
 
 #define VIOLATION 3
 
@@ -518,6 +519,13 @@ static int fsck_clean(struct judge *j, const char *img, const char *when)
 
 static uint64_t key_without_free(struct ct_model *m, ferrite_fs *fs, const struct ct_pages *pages);
 
+/* A tiered pool has no free pages to leave out: its whole image is the key. */
+static uint64_t recovered_key(const struct ct_run *run, struct ct_model *m, ferrite_fs *fs,
+			      const struct ct_pages *pages)
+{
+	return run->mode == CT_MODE_TIER ? m->hash : key_without_free(m, fs, pages);
+}
+
 static void mark_touched(void *arg, uint64_t page)
 {
 	uint64_t *touched = arg;
@@ -547,7 +555,7 @@ static int check_nested(struct judge *j, struct ct_model *m, const char *path, u
 		return violation(j, "a crash during recovery leaves a pool that does not mount: %s",
 				 ferrite_errmsg());
 	ct_model_stop(m);
-	uint64_t k = key_without_free(m, fm_ferrite_fs(be), pages);
+	uint64_t k = recovered_key(j->run, m, fm_ferrite_fs(be), pages);
 	if (k == key) {
 		/* The same contents as the uninterrupted recovery, which fsck
 		 * already found clean. */
@@ -638,12 +646,47 @@ static uint64_t key_without_free(struct ct_model *m, ferrite_fs *fs, const struc
 	return key;
 }
 
+/* Step 6 of ct_check_image; unmounts sut. */
+static int usable_and_empties(struct judge *j, struct fm_backend *sut, const char *img_path)
+{
+	const struct ct_run *run = j->run;
+	char why[8192];
+	if (probe(sut, why, sizeof why) < 0) {
+		fm_ferrite_unmount(sut);
+		return violation(j, "the recovered pool is not usable: %s", why);
+	}
+	uint64_t freep = 0, meta = 0;
+	int rc = ct_space_after_rm(sut, &freep, &meta);
+	fm_ferrite_unmount(sut);
+	if (rc < 0)
+		return violation(j, "removing everything from the recovered pool fails: %s",
+				 fm_errname(rc));
+	if (freep + meta != run->fresh_free + run->fresh_meta)
+		return violation(
+		    j,
+		    "after removing everything, %llu pages are free and metadata "
+		    "pools hold %llu; a fresh pool has %llu and %llu: %lld pages "
+		    "leaked",
+		    (unsigned long long)freep, (unsigned long long)meta,
+		    (unsigned long long)run->fresh_free, (unsigned long long)run->fresh_meta,
+		    (long long)(run->fresh_free + run->fresh_meta) - (long long)(freep + meta));
+	return fsck_clean(j, img_path, "after removing everything");
+}
+
 int ct_check_image(const struct ct_run *run, uint8_t *image, uint64_t image_size,
 		   uint64_t image_hash, const struct ct_point *pt, const struct ct_variant *v,
 		   uint64_t vid, const char *img_path, const struct ct_pages *pages,
 		   struct ct_stats *st, FILE *report)
 {
 	struct judge j = {run, pt, vid, report, "", 0};
+	int tier = run->mode == CT_MODE_TIER;
+	/* Recovery, fsck and the checks read the one backing directory every
+	 * checker shares: none of them may write it. */
+	if (tier)
+		tier_backing_hold = TIER_BACKING_SKIP;
+	/* A bug planted in recovery lives in the checker, which recovers. */
+	if (run->plant && !strcmp(run->plant, "tier-undo-mark-first"))
+		pm_plant(run->plant);
 	ct_variant_describe(pt, v, j.vdesc, sizeof j.vdesc);
 	if (run->verbose)
 		header(&j);
@@ -669,7 +712,7 @@ int ct_check_image(const struct ct_run *run, uint8_t *image, uint64_t image_size
 	if (pending)
 		return violation(&j, "mount returned with %llu lines written but not persisted",
 				 (unsigned long long)pending);
-	uint64_t post = key_without_free(&m, fm_ferrite_fs(sut), pages);
+	uint64_t post = recovered_key(run, &m, fm_ferrite_fs(sut), pages);
 
 	/* 2. A recovered state already judged for this instant. */
 	uint64_t key = post + (uint64_t)(2 * (pt->op + 1) + pt->after) * 0x9E3779B97F4A7C15ULL;
@@ -704,29 +747,15 @@ int ct_check_image(const struct ct_run *run, uint8_t *image, uint64_t image_size
 		return violation(&j, "mounting the recovered pool again changes its tree");
 	}
 
-	/* 6. Usable, and removing everything gives the space back. */
-	if (probe(sut, why, sizeof why) < 0) {
+	/* 6. Usable, and removing everything gives the space back (a tiered
+	 * pool's names live in the backing directory, which stays as it is). */
+	if (tier) {
 		fm_ferrite_unmount(sut);
-		return violation(&j, "the recovered pool is not usable: %s", why);
+	} else {
+		rc = usable_and_empties(&j, sut, img_path);
+		if (rc)
+			return rc;
 	}
-	uint64_t freep = 0, meta = 0;
-	rc = ct_space_after_rm(sut, &freep, &meta);
-	fm_ferrite_unmount(sut);
-	if (rc < 0)
-		return violation(&j, "removing everything from the recovered pool fails: %s",
-				 fm_errname(rc));
-	if (freep + meta != run->fresh_free + run->fresh_meta)
-		return violation(
-		    &j,
-		    "after removing everything, %llu pages are free and metadata "
-		    "pools hold %llu; a fresh pool has %llu and %llu: %lld pages "
-		    "leaked",
-		    (unsigned long long)freep, (unsigned long long)meta,
-		    (unsigned long long)run->fresh_free, (unsigned long long)run->fresh_meta,
-		    (long long)(run->fresh_free + run->fresh_meta) - (long long)(freep + meta));
-	rc = fsck_clean(&j, img_path, "after removing everything");
-	if (rc)
-		return rc;
 
 	/* 7. Crashes during the recovery (they reuse the image file). */
 	if (trace.npts && run->nested_max > 0) {

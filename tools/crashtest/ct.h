@@ -28,6 +28,11 @@
 
 #define CT_LINE 64
 
+/* The explorer's mode for tiered pools (beside enum ferrite_mode's sync and
+ * strict): data writes on a per-write tiered pool whose backing directory
+ * stays as it was (tier.h, enum tier_backing_hold). */
+#define CT_MODE_TIER 100
+
 /* ---- the model of persistent memory (model.c) ------------------------------ */
 
 /* A group of pending lines that reach PM independently of other groups: one
@@ -170,7 +175,7 @@ int ct_op_is_data(const struct fm_op *op);
 /* Everything a checker needs, set up by the explorer before the worker forks. */
 struct ct_run {
 	const char *workdir;
-	int mode; /* enum ferrite_mode */
+	int mode; /* enum ferrite_mode, or CT_MODE_TIER */
 	uint64_t pool_size;
 	const struct ct_workload *w;
 	char (*state_dir)[512]; /* state_dir[i]: the tree after ops 0..i-1 */

@@ -25,6 +25,7 @@
 
 #include "ferrite.h"
 #include "fs/fs.h"
+#include "tier/tier.h"
 
 struct opts {
 	int modes[2], nmodes;
@@ -339,6 +340,24 @@ static void poison_free_space(ferrite_fs *fs)
 	pm_fence();
 }
 
+/* Before recording on a tiered pool: what the tree's building left in the
+ * cache goes to the backing directory, and closed files leave the cache, so
+ * the explored writes meet clean chunks, missing chunks and free slots. */
+static void tier_settle(ferrite_fs *fs)
+{
+	struct tier *t = TIER(fs);
+	if (tier_drain(t, NULL) < 0)
+		fprintf(stderr, "crashtest: draining the tiered pool: %s\n", ferrite_errmsg());
+	for (uint32_t fid = 1; fid < t->nrecs; fid++) {
+		struct tier_file *tf = tf_ref(t, fid);
+		if (!tf)
+			continue;
+		if (!tf->opens)
+			tier_cache_evict_clean(t, tf);
+		tf_put(t, tf);
+	}
+}
+
 static int explore_one(const struct ct_workload *w, int mode, const char *mode_name, int index,
 		       int total, struct result *res)
 {
@@ -374,7 +393,11 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 	int nsetup = ct_setup_ops(w->tree, &setup);
 	int64_t *setup_ret = calloc((size_t)nsetup + 1, sizeof(int64_t));
 	int rc = -1;
-	if (fresh_space(wd, mode, run->pool_size, &run->fresh_free, &run->fresh_meta) < 0)
+	int tier = mode == CT_MODE_TIER;
+	char backing[600];
+	snprintf(backing, sizeof backing, "%s/backing", wd);
+	if (tier ? mkdir_p(backing) < 0
+		 : fresh_space(wd, mode, run->pool_size, &run->fresh_free, &run->fresh_meta) < 0)
 		goto out;
 	if (prepare_states(x, setup, nsetup, ref_ret, setup_ret) < 0) {
 		fprintf(stderr, "crashtest: cannot prepare the expected states in %s\n", wd);
@@ -398,6 +421,12 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 	ct_model_install(&x->m);
 	pm_op_end_check_enable(0); /* the model reports the same, with images */
 	struct ferrite_mkfs_opts mo = {.size = run->pool_size, .mode = mode, .force = 1};
+	if (tier) {
+		/* Per-write consistency; the flusher never wakes during the run. */
+		mo.mode = FERRITE_MODE_SYNC;
+		mo.tier_backing = backing;
+		mo.tier_flush_ms = 60000;
+	}
 	if (ferrite_mkfs(pool, &mo) < 0) {
 		fprintf(stderr, "crashtest: mkfs %s (%s mode): %s\n", pool, mode_name,
 			ferrite_errmsg());
@@ -426,7 +455,10 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 			goto out_fs;
 		}
 	}
-	poison_free_space(fm_ferrite_fs(be));
+	if (tier)
+		tier_settle(fm_ferrite_fs(be));
+	else
+		poison_free_space(fm_ferrite_fs(be));
 	char base[600];
 	snprintf(base, sizeof base, "%s/base.pool", wd);
 	if (ct_model_record(&x->m, NULL, 0) < 0 || write_base(base, &x->m) < 0 ||
@@ -438,6 +470,8 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 		fprintf(stderr, "crashtest: no planted bug named %s\n", O.plant);
 		goto out_fs;
 	}
+	if (tier)
+		tier_backing_hold = TIER_BACKING_FORBID;
 	int mismatch = 0;
 	for (int k = 0; k < w->nops && !x->failed; k++) {
 		ct_model_op_begin(&x->m, k);
@@ -462,12 +496,14 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 	pm_plant(NULL);
 	ct_model_stop(&x->m);
 	rc = ct_worker_finish(x->w) == 0 && !x->failed && !mismatch ? 0 : -1;
+	tier_backing_hold = TIER_BACKING_ALLOW; /* every checker is done with it */
 	x->w = NULL;
 out_fs:
 	if (x->w) {
 		ct_model_stop(&x->m);
 		ct_worker_finish(x->w);
 	}
+	tier_backing_hold = TIER_BACKING_ALLOW;
 	fm_side_close_all(&s);
 	fm_ferrite_unmount(be);
 out_model:
@@ -522,37 +558,40 @@ out:
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: ferrite crashtest [OPTIONS]\n"
-		"Explores the crash states of workloads: at every fence and after every\n"
-		"operation, images of what persistent memory may hold are recovered and\n"
-		"checked against the states the same operations produce on tmpfs.\n\n"
-		"  -w, --workload SPEC  single | pairs | random[:COUNT] | single:NAME/TREE |\n"
-		"                       pair:A+B | random:SEED/LEN (repeatable; default:\n"
-		"                       single and pairs); --list shows the names\n"
-		"  -m, --mode MODE      sync, strict or both (default both)\n"
-		"  -j, --jobs N         checkers at once (default: the number of CPUs)\n"
-		"      --budget SECONDS stop starting workloads after this long\n"
-		"      --seed S         random workloads and sampled images (default 1)\n"
-		"      --random-len N   operations per random workload (default 25)\n"
-		"      --pool-mib N     pool size (default 32 for the small tree, 64 for the\n"
-		"                       populated one)\n"
-		"      --nested N       images per fence of a crash during recovery (default 3)\n"
-		"      --timeout S      per image (default 60)\n"
-		"      --sample N       check at most N images per instant, evenly spaced (for\n"
-		"                       slow builds such as the sanitizer one; default: all)\n"
-		"      --point P --variant V\n"
-		"                       replay one image of one workload (as printed by a\n"
-		"                       violation) verbosely, keeping the image\n"
-		"      --plant BUG      plant a known bug (skip-flush, skip-log-fence,\n"
-		"                       rename-in-place, size-before-data)\n"
-		"      --expect-violation  succeed only if a violation is found\n"
-		"      --json FILE      write the results as JSON\n"
-		"      --dry-run        name and count the images, check none\n"
-		"      --workdir DIR    scratch space (default /dev/shm)\n"
-		"  -v, --verbose (twice: where each instant's pending stores lie) / -q, --quiet /\n"
-		"      --list / -h, --help\n"
-		"Exit status: 0 no violation, 1 violations, 2 usage or set-up error.\n");
+	fprintf(
+	    f,
+	    "usage: ferrite crashtest [OPTIONS]\n"
+	    "Explores the crash states of workloads: at every fence and after every\n"
+	    "operation, images of what persistent memory may hold are recovered and\n"
+	    "checked against the states the same operations produce on tmpfs.\n\n"
+	    "  -w, --workload SPEC  single | pairs | tier | random[:COUNT] | single:NAME/TREE |\n"
+	    "                       pair:A+B | random:SEED/LEN (repeatable; default:\n"
+	    "                       single and pairs); --list shows the names\n"
+	    "  -m, --mode MODE      sync, strict or both (default both); tier: a tiered\n"
+	    "                       pool (per-write consistency), with -w tier\n"
+	    "  -j, --jobs N         checkers at once (default: the number of CPUs)\n"
+	    "      --budget SECONDS stop starting workloads after this long\n"
+	    "      --seed S         random workloads and sampled images (default 1)\n"
+	    "      --random-len N   operations per random workload (default 25)\n"
+	    "      --pool-mib N     pool size (default 32 for the small tree, 64 for the\n"
+	    "                       populated one)\n"
+	    "      --nested N       images per fence of a crash during recovery (default 3)\n"
+	    "      --timeout S      per image (default 60)\n"
+	    "      --sample N       check at most N images per instant, evenly spaced (for\n"
+	    "                       slow builds such as the sanitizer one; default: all)\n"
+	    "      --point P --variant V\n"
+	    "                       replay one image of one workload (as printed by a\n"
+	    "                       violation) verbosely, keeping the image\n"
+	    "      --plant BUG      plant a known bug (skip-flush, skip-log-fence,\n"
+	    "                       rename-in-place, size-before-data; with -m tier:\n"
+	    "                       tier-undo-mark-first)\n"
+	    "      --expect-violation  succeed only if a violation is found\n"
+	    "      --json FILE      write the results as JSON\n"
+	    "      --dry-run        name and count the images, check none\n"
+	    "      --workdir DIR    scratch space (default /dev/shm)\n"
+	    "  -v, --verbose (twice: where each instant's pending stores lie) / -q, --quiet /\n"
+	    "      --list / -h, --help\n"
+	    "Exit status: 0 no violation, 1 violations, 2 usage or set-up error.\n");
 }
 
 static int parse_mode(const char *s)
@@ -562,6 +601,9 @@ static int parse_mode(const char *s)
 		O.nmodes = 1;
 	} else if (!strcmp(s, "strict")) {
 		O.modes[0] = FERRITE_MODE_STRICT;
+		O.nmodes = 1;
+	} else if (!strcmp(s, "tier")) {
+		O.modes[0] = CT_MODE_TIER;
 		O.nmodes = 1;
 	} else if (!strcmp(s, "both")) {
 		O.modes[0] = FERRITE_MODE_SYNC;
@@ -699,7 +741,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "crashtest: no planted bug named %s (this build: %s)\n", O.plant,
 			pm_plant(NULL) < 0 ? "none"
 					   : "skip-flush, skip-log-fence, rename-in-place, "
-					     "size-before-data");
+					     "size-before-data, tier-undo-mark-first");
 		return 2;
 	}
 	pm_plant(NULL);
@@ -741,7 +783,9 @@ int main(int argc, char **argv)
 			if (O.budget > 0 && now_s() - t0 > O.budget)
 				goto stop;
 			int mode = O.modes[mi];
-			const char *mn = mode == FERRITE_MODE_STRICT ? "strict" : "sync";
+			const char *mn = mode == FERRITE_MODE_STRICT ? "strict"
+					 : mode == CT_MODE_TIER	     ? "tier"
+								     : "sync";
 			if (explore_one(&ws[i], mode, mn, done, total, &res[done]) < 0)
 				errors++;
 			viol += res[done].violations;

@@ -189,6 +189,8 @@ struct tmpl {
 	int pop_only;
 	int interesting; /* in the pair set */
 	void (*build)(struct fm_op **o, int *n, int i);
+	int tier; /* 1: also in the tier set (data writes only: the backing
+		   * directory stays as it is); 2: only there */
 };
 
 #define T(fn) static void fn(struct fm_op **o, int *n, int i)
@@ -330,6 +332,29 @@ T(t_overwrite_window)
 	(void)i;
 	o_pwrite(o, n, 4, 2 * MiB, 2 * MiB, 0);
 }
+/* Several chunks of a tiered pool's cache, and an unaligned start and end. */
+T(t_overwrite_multi)
+{
+	o_open(o, n, 7, i ? "/a/s1" : "/a/s0", O_RDWR, 0);
+	o_pwrite(o, n, 7, 1000, 20000, 0);
+}
+/* Old bytes and a new size in one write, across chunks. */
+T(t_overwrite_grow_multi)
+{
+	o_open(o, n, 7, i ? "/a/s1" : "/a/s0", O_RDWR, 0);
+	o_pwrite(o, n, 7, 38000, 9000, 0);
+}
+/* A partial chunk of a file the cache does not hold: its old bytes are read
+ * in from the backing file (First Responder case 3). */
+T(t_overwrite_miss)
+{
+	o_open(o, n, 7, i ? "/a/t1" : "/a/t0", O_RDWR, 0);
+	o_pwrite(o, n, 7, 50, 100, 0);
+}
+T(t_append_multi)
+{
+	o_write(o, n, 2, 10000 + 7 * i, 0);
+}
 T(t_append)
 {
 	o_write(o, n, 2, 300 + 7 * i, 0);
@@ -409,47 +434,51 @@ T(t_utimens)
 }
 
 static const struct tmpl tmpls[] = {
-    {"create", 0, 1, t_create},
-    {"create-bigdir", 1, 0, t_create_bigdir},
-    {"mkdir", 0, 1, t_mkdir},
-    {"mkdir-bigdir", 1, 0, t_mkdir_bigdir},
-    {"symlink", 0, 0, t_symlink},
-    {"link", 0, 1, t_link},
-    {"unlink", 0, 1, t_unlink},
-    {"unlink-large", 1, 0, t_unlink_large},
-    {"unlink-open", 0, 0, t_unlink_open},
-    {"unlink-bigdir", 1, 0, t_unlink_bigdir},
-    {"rmdir", 0, 0, t_rmdir},
-    {"close-orphan", 0, 0, t_close_orphan},
-    {"rename", 0, 0, t_rename},
-    {"rename-cross", 0, 0, t_rename_cross},
-    {"rename-over", 0, 1, t_rename_over},
-    {"rename-dir", 0, 0, t_rename_dir},
-    {"rename-exchange", 0, 0, t_rename_exchange},
-    {"rename-noreplace", 0, 0, t_rename_noreplace},
-    {"rename-bigdir", 1, 0, t_rename_bigdir},
-    {"truncate-shrink", 0, 1, t_truncate_shrink},
-    {"truncate-grow", 0, 0, t_truncate_grow},
-    {"ftruncate-zero", 0, 0, t_ftruncate_zero},
-    {"overwrite-small", 0, 0, t_overwrite_small},
-    {"overwrite-pages", 0, 1, t_overwrite_pages},
-    {"overwrite-extend", 0, 0, t_overwrite_extend},
-    {"overwrite-large", 1, 0, t_overwrite_large},
-    {"overwrite-window", 1, 0, t_overwrite_window},
-    {"append", 0, 1, t_append},
-    {"append-upgrade", 1, 0, t_append_upgrade},
-    {"append-swap", 1, 0, t_append_swap},
-    {"pwrite-hole", 1, 0, t_pwrite_hole},
-    {"pwrite-hole-window", 1, 0, t_pwrite_hole_window},
-    {"pwrite-past-eof", 1, 0, t_pwrite_past_eof},
-    {"fallocate", 0, 0, t_fallocate},
-    {"fallocate-keep", 0, 0, t_fallocate_keep},
-    {"punch", 1, 0, t_punch},
-    {"punch-edges", 1, 0, t_punch_edges},
-    {"punch-small", 0, 0, t_punch_small},
-    {"chmod", 0, 0, t_chmod},
-    {"chown", 0, 0, t_chown},
-    {"utimens", 0, 0, t_utimens},
+    {"create", 0, 1, t_create, 0},
+    {"create-bigdir", 1, 0, t_create_bigdir, 0},
+    {"mkdir", 0, 1, t_mkdir, 0},
+    {"mkdir-bigdir", 1, 0, t_mkdir_bigdir, 0},
+    {"symlink", 0, 0, t_symlink, 0},
+    {"link", 0, 1, t_link, 0},
+    {"unlink", 0, 1, t_unlink, 0},
+    {"unlink-large", 1, 0, t_unlink_large, 0},
+    {"unlink-open", 0, 0, t_unlink_open, 0},
+    {"unlink-bigdir", 1, 0, t_unlink_bigdir, 0},
+    {"rmdir", 0, 0, t_rmdir, 0},
+    {"close-orphan", 0, 0, t_close_orphan, 0},
+    {"rename", 0, 0, t_rename, 0},
+    {"rename-cross", 0, 0, t_rename_cross, 0},
+    {"rename-over", 0, 1, t_rename_over, 0},
+    {"rename-dir", 0, 0, t_rename_dir, 0},
+    {"rename-exchange", 0, 0, t_rename_exchange, 0},
+    {"rename-noreplace", 0, 0, t_rename_noreplace, 0},
+    {"rename-bigdir", 1, 0, t_rename_bigdir, 0},
+    {"truncate-shrink", 0, 1, t_truncate_shrink, 0},
+    {"truncate-grow", 0, 0, t_truncate_grow, 0},
+    {"ftruncate-zero", 0, 0, t_ftruncate_zero, 0},
+    {"overwrite-small", 0, 0, t_overwrite_small, 1},
+    {"overwrite-pages", 0, 1, t_overwrite_pages, 1},
+    {"overwrite-extend", 0, 0, t_overwrite_extend, 1},
+    {"overwrite-large", 1, 0, t_overwrite_large, 0},
+    {"overwrite-window", 1, 0, t_overwrite_window, 0},
+    {"append", 0, 1, t_append, 1},
+    {"append-multi", 0, 0, t_append_multi, 2},
+    {"overwrite-multi", 0, 0, t_overwrite_multi, 2},
+    {"overwrite-grow-multi", 0, 0, t_overwrite_grow_multi, 2},
+    {"overwrite-miss", 0, 0, t_overwrite_miss, 2},
+    {"append-upgrade", 1, 0, t_append_upgrade, 0},
+    {"append-swap", 1, 0, t_append_swap, 0},
+    {"pwrite-hole", 1, 0, t_pwrite_hole, 0},
+    {"pwrite-hole-window", 1, 0, t_pwrite_hole_window, 0},
+    {"pwrite-past-eof", 1, 0, t_pwrite_past_eof, 0},
+    {"fallocate", 0, 0, t_fallocate, 0},
+    {"fallocate-keep", 0, 0, t_fallocate_keep, 0},
+    {"punch", 1, 0, t_punch, 0},
+    {"punch-edges", 1, 0, t_punch_edges, 0},
+    {"punch-small", 0, 0, t_punch_small, 0},
+    {"chmod", 0, 0, t_chmod, 0},
+    {"chown", 0, 0, t_chown, 0},
+    {"utimens", 0, 0, t_utimens, 0},
 };
 #define NTMPL ((int)(sizeof(tmpls) / sizeof(tmpls[0])))
 
@@ -581,8 +610,14 @@ int ct_workloads(const char *spec, uint64_t seed, int random_len, struct ct_work
 	if (!strcmp(spec, "single")) {
 		for (int tree = CT_TREE_SMALL; tree <= CT_TREE_POPULATED; tree++)
 			for (int t = 0; t < NTMPL; t++)
-				if (!tmpls[t].pop_only || tree == CT_TREE_POPULATED)
+				if ((!tmpls[t].pop_only || tree == CT_TREE_POPULATED) &&
+				    tmpls[t].tier != 2)
 					add_single(&tmpls[t], tree, out, n);
+	} else if (!strcmp(spec, "tier")) {
+		/* Tiered pools: each data write alone, on the small tree. */
+		for (int t = 0; t < NTMPL; t++)
+			if (tmpls[t].tier)
+				add_single(&tmpls[t], CT_TREE_SMALL, out, n);
 	} else if (!strcmp(spec, "pairs")) {
 		for (int a = 0; a < NTMPL; a++)
 			for (int b = 0; b < NTMPL; b++)
@@ -644,16 +679,20 @@ void ct_workloads_list(FILE *f)
 		int n = 0;
 		tmpls[t].build(&ops, &n, 0);
 		fm_op_str(&ops[0], s, sizeof s);
-		fprintf(f, "  %-18s %s%s%s\n", tmpls[t].name, s,
+		fprintf(f, "  %-20s %s%s%s%s\n", tmpls[t].name, s,
 			tmpls[t].pop_only ? "  [populated only]" : "",
-			tmpls[t].interesting ? "  [in pairs]" : "");
+			tmpls[t].interesting ? "  [in pairs]" : "",
+			tmpls[t].tier == 2 ? "  [tier only]"
+			: tmpls[t].tier	   ? "  [in tier]"
+					   : "");
 		free(ops);
 	}
 	fprintf(f, "pairs on one object (pair:NAME):\n");
 	for (int d = 0; d < NDEPS; d++)
 		fprintf(f, "  %s\n", deps[d].name);
 	fprintf(f, "sets: single, pairs (every ordered pair of the [in pairs] templates, then the\n"
-		   "pairs on one object), random[:COUNT] or random:SEED/LEN\n");
+		   "pairs on one object), random[:COUNT] or random:SEED/LEN; tier (with -m tier:\n"
+		   "the [in tier] and [tier only] templates on the small tree)\n");
 }
 
 int ct_op_is_data(const struct fm_op *op)
