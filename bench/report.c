@@ -480,8 +480,10 @@ void report_tier(const struct tier_group *g, const char *skip[BK_COUNT], const s
 	}
 	printf("  target: forced flushes < 2%% of accesses (annotation only)\n");
 	if (full)
-		printf("  records used = all: the record table was full; a file that gets no "
-		       "record is read and written uncached (each write followed by fdatasync)\n");
+		printf("  records used = all: the record table was full; a closed file with only "
+		       "clean chunks gives its record to the next file opened, and only when "
+		       "none can is a file read and written uncached (each write followed by "
+		       "fdatasync)\n");
 	fflush(stdout);
 }
 
