@@ -120,43 +120,23 @@ int meta_pool_is_tier(const char *path)
 int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char **why)
 {
 	static __thread char msg[200];
-	*why = msg;
 	if (sb->sb_magic == SB_MAGIC && (sb->sb_incompat & SB_INCOMPAT_TIER)) {
+		*why = msg;
 		snprintf(msg, sizeof(msg), "a tiered pool, not a pm-engine pool");
 		return -EINVAL;
 	}
-	if (sb->sb_magic != SB_MAGIC) {
-		snprintf(msg, sizeof(msg), "not a ferrite pool (no ferrite signature)");
-		return -EINVAL;
-	}
-	if (sb->sb_version > FR_FORMAT_VERSION || (sb->sb_incompat & ~SB_INCOMPAT_SUPPORTED)) {
-		snprintf(msg, sizeof(msg),
-			 "pool format version %u is newer than this ferrite supports (%u)",
-			 sb->sb_version, FR_FORMAT_VERSION);
-		return -EPROTONOSUPPORT;
-	}
-	if (sb->sb_size != offsetof(struct fr_super, sb_checksum) ||
-	    sb->sb_checksum != super_csum(sb)) {
-		snprintf(msg, sizeof(msg), "superblock checksum mismatch (superblock damaged)");
-		return -EUCLEAN;
-	}
-	if (sb->sb_version == 0 || sb->sb_page_size != FR_PAGE_SIZE ||
-	    sb->sb_unit_size != FR_UNIT_SIZE || sb->sb_pool_size % FR_UNIT_SIZE ||
-	    sb->sb_pool_size < MIN_POOL || sb->sb_space_off != SB_SPACE_OFF ||
-	    sb->sb_state_off != SB_STATE_OFF || sb->sb_backup_off != SB_BACKUP_OFF ||
-	    sb->sb_log_off != FR_UNIT_SIZE || sb->sb_log_count == 0 || sb->sb_log_count > 1024 ||
-	    sb->sb_log_size < 16 * 1024 || sb->sb_log_size > 16 * FR_MIB ||
-	    sb->sb_log_size % 4096 ||
+	int rc = meta_super_check_common(sb, file_size, why);
+	if (rc)
+		return rc;
+	/* The pm engine's own layout after page 0. */
+	if (sb->sb_space_off != SB_SPACE_OFF || sb->sb_state_off != SB_STATE_OFF ||
+	    sb->sb_backup_off != SB_BACKUP_OFF || sb->sb_log_off != FR_UNIT_SIZE ||
+	    sb->sb_log_count == 0 || sb->sb_log_count > 1024 || sb->sb_log_size < 16 * 1024 ||
+	    sb->sb_log_size > 16 * FR_MIB || sb->sb_log_size % 4096 ||
 	    sb->sb_meta_end != sb->sb_log_off + (uint64_t)sb->sb_log_count * sb->sb_log_size ||
 	    sb->sb_meta_end >= sb->sb_pool_size || sb->sb_mode > 1) {
+		*why = msg;
 		snprintf(msg, sizeof(msg), "superblock geometry is inconsistent (damaged)");
-		return -EUCLEAN;
-	}
-	if (sb->sb_pool_size > file_size) {
-		snprintf(
-		    msg, sizeof(msg),
-		    "pool is truncated: the superblock describes %llu bytes, the file has %llu",
-		    (unsigned long long)sb->sb_pool_size, (unsigned long long)file_size);
 		return -EUCLEAN;
 	}
 	return 0;

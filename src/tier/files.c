@@ -223,7 +223,8 @@ int tier_relpath(struct tier *t, int kfd, const char *name, char *out, size_t le
 	return w < 0 || (size_t)w >= len ? -ENAMETOOLONG : 0;
 }
 
-static int64_t btime_of(int fd)
+/* Birth time in ns, 0 where the file system keeps none. */
+int64_t tier_btime(int fd)
 {
 	struct statx sx;
 	if (statx(fd, "", AT_EMPTY_PATH, STATX_BTIME | STATX_INO, &sx) != 0 ||
@@ -443,7 +444,7 @@ static int tf_get_or_create_at(struct tier *t, int kfd, uint64_t ino, struct tie
 	img.r_stride = stride;
 	img.r_size = (uint64_t)st.st_size;
 	img.r_ino = ino;
-	img.r_btime = btime_of(kfd);
+	img.r_btime = tier_btime(kfd);
 	img.r_ctime = (int64_t)st.st_ctim.tv_sec * 1000000000LL + st.st_ctim.tv_nsec;
 	struct {
 		struct file_handle fh;
@@ -547,7 +548,7 @@ static int rec_open(struct tier *t, const struct tier_rec *r, int flags)
 		return -errno;
 	struct stat st;
 	if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != r->r_ino || !S_ISREG(st.st_mode) ||
-	    (r->r_btime && btime_of(fd) != r->r_btime)) {
+	    (r->r_btime && tier_btime(fd) != r->r_btime)) {
 		close(fd);
 		return -ENOENT; /* another file took the name */
 	}
@@ -725,7 +726,7 @@ static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
 	hash_insert(t, tf);
 	pthread_mutex_unlock(&t->files_lock);
 	pm_store8(&r->r_ino, (uint64_t)st.st_ino);
-	pm_store8(&r->r_btime, (uint64_t)btime_of(fd));
+	pm_store8(&r->r_btime, (uint64_t)tier_btime(fd));
 	pm_store4(&r->r_hlen, 0);
 	pm_flush(r, 128);
 	rec_store_path(r, path);
@@ -790,7 +791,7 @@ static void walk_for(int dirfd, char *rel, size_t rlen, dev_t dev, struct want *
 			struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
 			if (hit && !hit->found) {
 				int f = openat(dirfd, e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
-				int64_t bt = f >= 0 ? btime_of(f) : 0;
+				int64_t bt = f >= 0 ? tier_btime(f) : 0;
 				if (f >= 0)
 					close(f);
 				if (!hit->btime || !bt || bt == hit->btime) {

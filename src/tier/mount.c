@@ -90,15 +90,6 @@ static int header_sane(const struct tier_header *th, uint64_t size)
 	       memchr(th->th_backing, 0, sizeof th->th_backing) && th->th_backing[0] == '/';
 }
 
-static int64_t btime_of_fd(int fd)
-{
-	struct statx sx;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_BTIME | STATX_INO, &sx) != 0 ||
-	    !(sx.stx_mask & STATX_BTIME))
-		return 0;
-	return (int64_t)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec;
-}
-
 /* ---- mkfs ------------------------------------------------------------------------ */
 
 int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
@@ -203,7 +194,7 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 	th.th_epoch_ms = o->tier_epoch_ms ? o->tier_epoch_ms : 10;
 	th.th_backing_ino = (uint64_t)bst.st_ino;
 	int bfd = open(backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	th.th_backing_btime = bfd >= 0 ? btime_of_fd(bfd) : 0;
+	th.th_backing_btime = bfd >= 0 ? tier_btime(bfd) : 0;
 	if (bfd >= 0)
 		close(bfd);
 	memcpy(th.th_backing, backing, strlen(backing) + 1); /* checked: it fits */
@@ -455,7 +446,7 @@ static int attach_backing(struct tier *t, const char *pool)
 				      pool, t->backing, owner, t->uuid);
 	} else {
 		struct stat st;
-		int64_t bt = btime_of_fd(t->root_fd);
+		int64_t bt = tier_btime(t->root_fd);
 		if (fstat(t->root_fd, &st) != 0 || (uint64_t)st.st_ino != th->th_backing_ino ||
 		    (th->th_backing_btime && bt && bt != th->th_backing_btime))
 			return fr_err(-EUCLEAN,

@@ -339,6 +339,8 @@ struct tier_ofile *tfd_get(struct tier *t, int fd);
 void tfd_put(struct tier *t, struct tier_ofile *of);
 void tier_fds_close_all(struct tier *t);
 void tier_streams_close_all(struct tier *t);
+/* Birth time of the open file fd in ns (0: the file system keeps none). */
+int64_t tier_btime(int fd);
 /* Ends every memory mapping (unmount). */
 void tier_maps_end(struct tier *t);
 /* Thread credentials (ferrite_set_creds) applied to the kernel calls. */
