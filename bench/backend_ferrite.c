@@ -294,6 +294,7 @@ int ferrite_tier_backend_init(struct bench_backend *b, const struct bench_opts *
 	mo.tier_backing = f->backing;
 	mo.tier_consistency = FERRITE_TIER_PER_WRITE;
 	mo.tier_flush_ms = o->tier_flush_ms;
+	mo.tier_writeback = o->tier_direct ? FERRITE_TIER_WB_DIRECT : FERRITE_TIER_WB_CACHED;
 	snprintf(backing, sizeof(backing), "%s", f->backing); /* f goes on failure */
 	rc = fer_setup(b, f, &mo, "tier", why, whylen);
 	if (rc < 0) {
@@ -305,10 +306,12 @@ int ferrite_tier_backend_init(struct bench_backend *b, const struct bench_opts *
 	if (ferrite_get_tier_info(f->fs, &ti) == 0)
 		snprintf(b->where, sizeof(b->where),
 			 "%.100s, %s: %llu chunks of %llu bytes, %llu file records, flush "
-			 "every %u ms, per-write consistency; backing %.100s on %.80s",
+			 "every %u ms (%s), per-write consistency; backing %.100s on %.80s",
 			 f->pool, fmt_size(mo.size, sz, sizeof(sz)), (unsigned long long)ti.chunks,
 			 (unsigned long long)ti.chunk_size, (unsigned long long)ti.records,
-			 ti.flush_ms, f->backing, mount_source(f->backing, src, sizeof(src)));
+			 ti.flush_ms,
+			 ti.writeback == FERRITE_TIER_WB_DIRECT ? "O_DIRECT" : "cached", f->backing,
+			 mount_source(f->backing, src, sizeof(src)));
 	else
 		snprintf(b->where, sizeof(b->where), "%.200s, %s, backing %.200s", f->pool,
 			 fmt_size(mo.size, sz, sizeof(sz)), f->backing);

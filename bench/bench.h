@@ -114,6 +114,7 @@ struct bench_opts {
 	const char *tier_pool;	 /* the tiered pool (default: --pool with -tier added) */
 	uint64_t tier_pool_size; /* its size (256 MiB) */
 	unsigned tier_flush_ms;	 /* its flush period (0: the library's default) */
+	int tier_direct;	 /* its write-back uses O_DIRECT (default: cached) */
 	uint64_t mix_data;	 /* synthetic mix: bytes in its files */
 	uint64_t mix_ops;	 /* synthetic mix: timed operations */
 	uint64_t varmail_files;	 /* varmail: files in the set */

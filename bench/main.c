@@ -69,6 +69,7 @@ static void usage(FILE *f)
 	    "  --tier-pool PATH        the tiered pool (--pool with -tier added)\n"
 	    "  --tier-pool-size SIZE   its size (256M)\n"
 	    "  --tier-flush-ms N       its background flush period (library default, 10)\n"
+	    "  --tier-writeback W      cached (library default) or direct (O_DIRECT)\n"
 	    "  --mix-data SIZE         synthetic mix: bytes in its five files (1G)\n"
 	    "  --mix-ops N             synthetic mix: timed reads and writes (200000)\n"
 	    "  --varmail-files N       varmail: files of ~16 KiB (40000)\n"
@@ -196,6 +197,7 @@ enum {
 	OPT_TIER_POOL,
 	OPT_TIER_POOL_SIZE,
 	OPT_TIER_FLUSH_MS,
+	OPT_TIER_WRITEBACK,
 	OPT_MIX_DATA,
 	OPT_MIX_OPS,
 	OPT_VARMAIL_FILES,
@@ -231,6 +233,7 @@ static const struct option long_opts[] = {
     {"tier-pool", required_argument, NULL, OPT_TIER_POOL},
     {"tier-pool-size", required_argument, NULL, OPT_TIER_POOL_SIZE},
     {"tier-flush-ms", required_argument, NULL, OPT_TIER_FLUSH_MS},
+    {"tier-writeback", required_argument, NULL, OPT_TIER_WRITEBACK},
     {"mix-data", required_argument, NULL, OPT_MIX_DATA},
     {"mix-ops", required_argument, NULL, OPT_MIX_OPS},
     {"varmail-files", required_argument, NULL, OPT_VARMAIL_FILES},
@@ -336,6 +339,12 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 			if (rc == 0 && (flush_ms < 1 || flush_ms > 60000))
 				rc = -EINVAL;
 			o->tier_flush_ms = (unsigned)flush_ms;
+			break;
+		case OPT_TIER_WRITEBACK:
+			if (!strcmp(optarg, "cached") || !strcmp(optarg, "direct"))
+				o->tier_direct = !strcmp(optarg, "direct");
+			else
+				rc = -EINVAL;
 			break;
 		case OPT_MIX_DATA:
 			rc = parse_size(optarg, &o->mix_data);

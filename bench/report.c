@@ -426,11 +426,12 @@ void report_tier(const struct tier_group *g, const char *skip[BK_COUNT], const s
 	char sz[32];
 	int full = 0;
 
-	printf("\nd) tier: the tiered pool (%s, flush period %u ms) against ext4 on the disk and "
-	       "the pm engine; ops/s, %s%d run%s%s\n",
+	printf("\nd) tier: the tiered pool (%s, flush period %u ms, %s write-back) against ext4 on "
+	       "the disk and the pm engine; ops/s, %s%d run%s%s\n",
 	       fmt_size(o->tier_pool_size, sz, sizeof(sz)),
-	       o->tier_flush_ms ? o->tier_flush_ms : 10, o->runs == 1 ? "" : "median of ", o->runs,
-	       o->runs == 1 ? "" : "s", o->runs == 1 ? "" : " (min-max below)");
+	       o->tier_flush_ms ? o->tier_flush_ms : 10, o->tier_direct ? "direct" : "cached",
+	       o->runs == 1 ? "" : "median of ", o->runs, o->runs == 1 ? "" : "s",
+	       o->runs == 1 ? "" : " (min-max below)");
 	printf("page cache %s before each timed run; every column makes the same fsync and "
 	       "fdatasync calls\n",
 	       g->cache_dropped ? "dropped"
@@ -627,14 +628,15 @@ int report_json(const char *path, struct bench_backend *bk[BK_COUNT], const char
 	if (tier)
 		fprintf(f,
 			"  \"tier_options\": {\"tier_pool_size\": %llu, \"tier_flush_ms\": %u, "
+			"\"tier_writeback\": \"%s\", "
 			"\"mix_data\": %llu, \"mix_ops\": %llu, \"varmail_files\": %llu, "
 			"\"varmail_loops\": %llu, \"oltp_data\": %llu, \"oltp_txns\": %llu, "
 			"\"page_cache_dropped\": %s},\n",
 			(unsigned long long)o->tier_pool_size, o->tier_flush_ms,
-			(unsigned long long)o->mix_data, (unsigned long long)o->mix_ops,
-			(unsigned long long)o->varmail_files, (unsigned long long)o->varmail_loops,
-			(unsigned long long)o->oltp_data, (unsigned long long)o->oltp_txns,
-			tier->cache_dropped ? "true" : "false");
+			o->tier_direct ? "direct" : "cached", (unsigned long long)o->mix_data,
+			(unsigned long long)o->mix_ops, (unsigned long long)o->varmail_files,
+			(unsigned long long)o->varmail_loops, (unsigned long long)o->oltp_data,
+			(unsigned long long)o->oltp_txns, tier->cache_dropped ? "true" : "false");
 	fprintf(f, "  \"mount_files\": [");
 	for (int i = 0; i < o->n_mount_files; i++)
 		fprintf(f, "%s%llu", i ? ", " : "", (unsigned long long)o->mount_files[i]);

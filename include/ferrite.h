@@ -84,6 +84,7 @@ struct ferrite_mkfs_opts {
 	int tier_consistency;	/* enum ferrite_tier_consistency */
 	unsigned tier_flush_ms; /* background flush period; 0 = 10 ms */
 	unsigned tier_epoch_ms; /* epoch mode: epoch length; 0 = 10 ms */
+	int tier_writeback;	/* enum ferrite_tier_writeback */
 };
 
 /* How writes to a tiered pool become durable. */
@@ -92,6 +93,15 @@ enum ferrite_tier_consistency {
 				     * (First Responder; the default) */
 	FERRITE_TIER_EPOCH = 1,	    /* writes durable together at the end of an epoch:
 				     * fsync, or every tier_epoch_ms (HasFS) */
+};
+
+/* How a tiered pool's flusher writes back to the backing files. Either way
+ * it syncs the backing file system before it counts a chunk clean. */
+enum ferrite_tier_writeback {
+	FERRITE_TIER_WB_CACHED = 0, /* through the page cache (the default): data the
+				     * pool no longer holds is read back from DRAM */
+	FERRITE_TIER_WB_DIRECT = 1, /* O_DIRECT where the file system takes it: the
+				     * page cache keeps none of it (First Responder) */
 };
 
 /* ferrite_mount_opts.mode: 0 keeps the pool's own mode. */
@@ -328,6 +338,7 @@ struct ferrite_tier_info {
 	char backing[1024];
 	int consistency; /* enum ferrite_tier_consistency */
 	unsigned flush_ms, epoch_ms;
+	int writeback; /* enum ferrite_tier_writeback */
 	uint64_t chunk_size, slots, chunks;
 	uint64_t valid_chunks, dirty_chunks;
 	uint64_t records, records_used;

@@ -12,7 +12,8 @@
 static const char mkfs_usage[] =
     "Usage: ferrite mkfs [--size N] [--mode sync|strict] [--force] [--no-hugepages] [POOL]\n"
     "       ferrite mkfs --tier BACKING_DIR [--consistency write|epoch] [--flush-ms N]\n"
-    "                    [--epoch-ms N] [--size N] [--force] [POOL]\n"
+    "                    [--epoch-ms N] [--writeback cached|direct] [--size N] [--force]\n"
+    "                    [POOL]\n"
     "\nFormat POOL as an empty Ferrite pool. POOL is a regular file (created if\n"
     "missing), a device-DAX node, or a file on a DAX file system.\n"
     "\nWith --tier, POOL becomes a persistent cache in front of BACKING_DIR, a\n"
@@ -34,6 +35,9 @@ static const char mkfs_usage[] =
     "                  fsync or every --epoch-ms (HasFS)\n"
     "  --flush-ms N    how often dirty data drains to DIR (default 10)\n"
     "  --epoch-ms N    epoch length in epoch consistency (default 10)\n"
+    "  --writeback W   cached (default): drain through the page cache, so data\n"
+    "                  the pool let go is read back from DRAM; direct: O_DIRECT\n"
+    "                  where DIR's file system takes it, no page cache used\n"
     "  --no-hugepages  do not try to back the pool with 2 MiB pages\n"
     "  --pool POOL     same as the POOL argument\n"
     "  -h, --help      show this help\n"
@@ -78,6 +82,16 @@ static int mkfs_apply_option(struct mkfs_args *a, int opt, char **argv)
 			return cli_usage_error("mkfs", CLI_EXIT_USAGE,
 					       "invalid consistency '%s' (write or epoch)", optarg);
 		return CLI_CONTINUE;
+	case 'W':
+		if (!strcmp(optarg, "cached"))
+			a->opts.tier_writeback = FERRITE_TIER_WB_CACHED;
+		else if (!strcmp(optarg, "direct"))
+			a->opts.tier_writeback = FERRITE_TIER_WB_DIRECT;
+		else
+			return cli_usage_error("mkfs", CLI_EXIT_USAGE,
+					       "invalid write-back '%s' (cached or direct)",
+					       optarg);
+		return CLI_CONTINUE;
 	case 'F':
 	case 'E': {
 		char *end;
@@ -114,6 +128,7 @@ static int mkfs_parse(int argc, char **argv, struct mkfs_args *a)
 	    {"consistency", required_argument, NULL, 'C'},
 	    {"flush-ms", required_argument, NULL, 'F'},
 	    {"epoch-ms", required_argument, NULL, 'E'},
+	    {"writeback", required_argument, NULL, 'W'},
 	    {"pool", required_argument, NULL, CLI_OPT_POOL},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -126,6 +141,11 @@ static int mkfs_parse(int argc, char **argv, struct mkfs_args *a)
 		if (rc != CLI_CONTINUE)
 			return rc;
 	}
+	if (!a->opts.tier_backing && (a->opts.tier_consistency || a->opts.tier_flush_ms ||
+				      a->opts.tier_epoch_ms || a->opts.tier_writeback))
+		return cli_usage_error("mkfs", CLI_EXIT_USAGE,
+				       "--consistency, --flush-ms, --epoch-ms and --writeback "
+				       "need --tier");
 	return cli_take_pool_operand("mkfs", argc - optind, argv + optind, &a->pool,
 				     CLI_EXIT_USAGE);
 }
@@ -152,6 +172,9 @@ static int mkfs_print_summary(const char *pool)
 		printf("  cache:   %llu slots of two %llu-byte chunks; %s consistency\n",
 		       (unsigned long long)ti.slots, (unsigned long long)ti.chunk_size,
 		       ti.consistency == FERRITE_TIER_EPOCH ? "epoch" : "per-write");
+		printf("  drains:  every %u ms, %s\n", ti.flush_ms,
+		       ti.writeback == FERRITE_TIER_WB_DIRECT ? "with O_DIRECT where taken"
+							      : "through the page cache");
 	} else {
 		printf("  mode:    %s\n", cli_mode_name(info.mode));
 	}

@@ -4,7 +4,8 @@
  *
  * Every flush_ms the flusher takes the dirty chunks (a DRAM bitmap mirrors
  * the D bits), writes them to their files in runs of contiguous chunks
- * (O_DIRECT where the backing file system takes it), syncs the backing file
+ * (through the page cache, or with O_DIRECT where the pool asks for it and the
+ * backing file system takes it), syncs the backing file
  * system once, and then clears the D bit of each chunk that still holds the
  * content it wrote. In epoch mode it also ends the open epoch every epoch_ms.
  *
@@ -51,7 +52,8 @@ static int fchunk_cmp(const void *a, const void *b)
 	return x->idx < y->idx ? -1 : x->idx > y->idx;
 }
 
-/* Writes n bytes of buf at off, full chunks through O_DIRECT if possible. */
+/* Writes n bytes of buf at off, full chunks through O_DIRECT in direct
+ * write-back. */
 static int put_run(struct tier *t, struct tier_file *tf, const char *buf, uint64_t off, uint64_t n)
 {
 	tier_backing_write_check("writing back a chunk");

@@ -78,9 +78,9 @@ static int header_sane(const struct tier_header *th, uint64_t size)
 	uint64_t nchunks = th->th_nslots * 2;
 	return th->th_magic == TIER_MAGIC && th->th_csum == header_csum(th) &&
 	       th->th_chunk_size == TIER_CHUNK_SIZE && th->th_consistency <= TIER_EPOCH &&
-	       th->th_nslots >= 16 && th->th_rec_off == TIER_REC_OFF &&
-	       th->th_rec_size == TIER_REC_SIZE && th->th_nrecs >= 2 &&
-	       th->th_nrecs <= (1u << TAG_FID_BITS) &&
+	       th->th_writeback <= TIER_WB_DIRECT && th->th_nslots >= 16 &&
+	       th->th_rec_off == TIER_REC_OFF && th->th_rec_size == TIER_REC_SIZE &&
+	       th->th_nrecs >= 2 && th->th_nrecs <= (1u << TAG_FID_BITS) &&
 	       th->th_rec_off + (uint64_t)th->th_nrecs * TIER_REC_SIZE <= th->th_journal_off &&
 	       th->th_journal_off + th->th_journal_size <= th->th_desc_off &&
 	       (th->th_consistency != TIER_EPOCH || th->th_journal_size >= 4096) &&
@@ -106,6 +106,9 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 						     "write is atomic in per-write consistency"));
 	if (o->tier_flush_ms > MAX_PERIOD_MS || o->tier_epoch_ms > MAX_PERIOD_MS)
 		return fr_err_finish(fr_err(-EINVAL, "periods are at most %d ms", MAX_PERIOD_MS));
+	if (o->tier_writeback != FERRITE_TIER_WB_CACHED &&
+	    o->tier_writeback != FERRITE_TIER_WB_DIRECT)
+		return fr_err_finish(fr_err(-EINVAL, "unknown write-back %d", o->tier_writeback));
 	char backing[PATH_MAX];
 	if (!realpath(o->tier_backing, backing))
 		return fr_err_finish(
@@ -192,6 +195,7 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 	th.th_journal_size = l.journal_size;
 	th.th_flush_ms = o->tier_flush_ms ? o->tier_flush_ms : 10;
 	th.th_epoch_ms = o->tier_epoch_ms ? o->tier_epoch_ms : 10;
+	th.th_writeback = (uint32_t)o->tier_writeback;
 	th.th_backing_ino = (uint64_t)bst.st_ino;
 	int bfd = open(backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
 	th.th_backing_btime = bfd >= 0 ? tier_btime(bfd) : 0;
@@ -461,11 +465,15 @@ static int attach_backing(struct tier *t, const char *pool)
 			      "%s: the backing directory %s is read-only; the cache drains "
 			      "there, so the pool cannot be used until it is writable",
 			      pool, t->backing);
-	/* O_DIRECT where the file system takes it (tmpfs does not). */
-	int probe = openat(t->root_fd, ".", O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
-	t->backing_has_direct = probe >= 0;
-	if (probe >= 0)
-		close(probe);
+	/* Direct write-back where the pool asks for it and the file system
+	 * takes O_DIRECT (tmpfs does not). */
+	if (t->th->th_writeback == TIER_WB_DIRECT) {
+		int probe =
+		    openat(t->root_fd, ".", O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+		t->backing_has_direct = probe >= 0;
+		if (probe >= 0)
+			close(probe);
+	}
 	/* File handles find a file again after a rename (needs privilege). */
 	struct {
 		struct file_handle fh;
@@ -656,6 +664,7 @@ static void fill_geometry(struct ferrite_tier_info *ti, const struct tier_header
 	ti->consistency = (int)th->th_consistency;
 	ti->flush_ms = th->th_flush_ms;
 	ti->epoch_ms = th->th_epoch_ms;
+	ti->writeback = (int)th->th_writeback;
 	ti->chunk_size = th->th_chunk_size;
 	ti->slots = th->th_nslots;
 	ti->chunks = th->th_nslots * 2;

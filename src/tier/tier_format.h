@@ -25,6 +25,14 @@ enum tier_consistency {
 	TIER_EPOCH = 1,	    /* HasFS: writes durable at epoch ends (fsync or the period) */
 };
 
+/* How the flusher writes chunks back to the backing files. */
+enum tier_writeback {
+	TIER_WB_CACHED = 0, /* through the page cache, then syncfs: misses that the
+			     * cache evicted are read back from DRAM, not the disk */
+	TIER_WB_DIRECT = 1, /* O_DIRECT where the file system takes it: the backing
+			     * data never takes page cache (First Responder) */
+};
+
 /* ---- chunk tags: one 8-byte word, changed only by atomic 8-byte stores ---- */
 #define TAG_IDX_BITS 36 /* chunk index in the file: 256 TiB of 4 KiB chunks */
 #define TAG_FID_BITS 24 /* file record number; 0 is never used */
@@ -142,7 +150,7 @@ struct ej_file {
 
 /* ---- the tier header (page 1) --------------------------------------------------- */
 
-#define TIER_BACKING_MAX 1024
+#define TIER_BACKING_MAX 1020
 #define TIER_NSTATS	 16
 
 struct tier_header {
@@ -162,6 +170,7 @@ struct tier_header {
 	uint64_t th_backing_ino;
 	int64_t th_backing_btime;
 	char th_backing[TIER_BACKING_MAX]; /* absolute path, NUL-terminated */
+	uint32_t th_writeback;		   /* enum tier_writeback */
 	uint32_t th_csum;		   /* crc32c of the fields above */
 	uint32_t th_pad;
 	/* Mutable from here on (not covered by th_csum). */

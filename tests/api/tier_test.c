@@ -286,18 +286,19 @@ static int full_backing(void)
 	return 0;
 }
 
-/* Many times the cache: the bytes, the counters, the backing directory. */
-static int larger_than_cache(void)
+/* Many times the cache, in pool (16 MiB) with its backing directory
+ * backing and the given write-back: the bytes, the counters, the backing
+ * directory. */
+static int many_times_the_cache(const char *pool, const char *backing, int writeback)
 {
-	const char *d = scratch("large");
-	char pool[300], backing[300];
-	snprintf(pool, sizeof pool, "%s/p.pool", d);
-	snprintf(backing, sizeof backing, "%s/b", d);
-	FT_OK(mkfs_tier(pool, backing, 16 * MIB, 0, 0, 0));
+	struct ferrite_mkfs_opts o = {
+	    .size = 16 * MIB, .force = 1, .tier_backing = backing, .tier_writeback = writeback};
+	FT_OK(ferrite_mkfs(pool, &o));
 	ferrite_fs *fs;
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	struct ferrite_tier_info ti;
 	FT_OK(ferrite_get_tier_info(fs, &ti));
+	FT_CHECK(ti.writeback == writeback, "write-back %d, asked for %d", ti.writeback, writeback);
 	uint64_t cache = ti.chunks * ti.chunk_size;
 	char p[64];
 	for (int i = 0; i < 6; i++) {
@@ -324,6 +325,38 @@ static int larger_than_cache(void)
 	FT_CHECK(!ti.live && ti.dirty_chunks == 0, "unmounted: nothing dirty (%llu)",
 		 (unsigned long long)ti.dirty_chunks);
 	unlink(pool);
+	return 0;
+}
+
+static int larger_than_cache(void)
+{
+	const char *d = scratch("large");
+	char pool[300], backing[300];
+	snprintf(pool, sizeof pool, "%s/p.pool", d);
+	snprintf(backing, sizeof backing, "%s/b", d);
+	FT_RUN(many_times_the_cache(pool, backing, FERRITE_TIER_WB_CACHED));
+	scratch_done();
+	return 0;
+}
+
+/* Both write-backs with the backing directory on the machine's disk (where
+ * O_DIRECT is taken, unlike tmpfs), and an unknown one refused. */
+static int writeback_modes(void)
+{
+	const char *d = scratch("wb");
+	char pool[300], backing[300], cmd[700];
+	snprintf(pool, sizeof pool, "%s/p.pool", d);
+	snprintf(backing, sizeof backing, "/var/tmp/ferrite-tiertest-%d-wb", (int)getpid());
+	for (int wb = FERRITE_TIER_WB_CACHED; wb <= FERRITE_TIER_WB_DIRECT; wb++) {
+		snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", backing, backing);
+		FT_CHECK(system(cmd) == 0, "cannot make %s", backing);
+		FT_RUN(many_times_the_cache(pool, backing, wb));
+	}
+	struct ferrite_mkfs_opts o = {
+	    .size = 16 * MIB, .force = 1, .tier_backing = backing, .tier_writeback = 2};
+	FT_CHECK(ferrite_mkfs(pool, &o) == -EINVAL, "write-back 2 accepted");
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", backing);
+	FT_CHECK(system(cmd) == 0, "cannot remove %s", backing);
 	scratch_done();
 	return 0;
 }
@@ -569,15 +602,11 @@ static int record_reuse(void)
 }
 
 static const struct ft_case cases[] = {
-    {"record_reuse", record_reuse, 0},
-    {"mapping", mapping, 0},
-    {"bad_backing", bad_backing, 0},
-    {"readonly_backing", readonly_backing, 0},
-    {"full_backing", full_backing, 0},
-    {"larger_than_cache", larger_than_cache, 0},
-    {"lost_creation", lost_creation, 0},
-    {"epoch_durability", epoch_durability, 0},
-    {"removal", removal, 0},
+    {"record_reuse", record_reuse, 0},	       {"mapping", mapping, 0},
+    {"bad_backing", bad_backing, 0},	       {"readonly_backing", readonly_backing, 0},
+    {"full_backing", full_backing, 0},	       {"larger_than_cache", larger_than_cache, 0},
+    {"writeback_modes", writeback_modes, 0},   {"lost_creation", lost_creation, 0},
+    {"epoch_durability", epoch_durability, 0}, {"removal", removal, 0},
 };
 
 int main(int argc, char **argv)

@@ -120,6 +120,24 @@ test_mkfs_strict() {
 	check "mkfs --mode bogus: usage error" rc_is 2
 }
 
+test_mkfs_tier() {
+	local dir=$SHM-backing
+	mkdir -p "$dir"
+	run mkfs --size 32M --tier "$dir" --writeback direct "$SHM-tier.pool"
+	check "mkfs --tier --writeback direct: accepted, summary says so" all rc_is 0 -- \
+		out_has "tiered: +cache in front of $dir" -- out_has "O_DIRECT"
+	run stats "$SHM-tier.pool"
+	check "stats: a direct pool says direct" out_has "^write-back: +direct"
+	run mkfs --size 32M --tier "$dir" --force "$SHM-tier.pool"
+	check "mkfs --tier: cached write-back by default" all rc_is 0 -- out_has "page cache"
+	run stats "$SHM-tier.pool"
+	check "stats: a default pool says cached" out_has "^write-back: +cached"
+	run mkfs --size 32M --tier "$dir" --writeback bogus --force "$SHM-tier.pool"
+	check "mkfs --writeback bogus: usage error" all rc_is 2 -- err_has "cached or direct"
+	run mkfs --size 32M --writeback direct --force "$SHM-tier.pool"
+	check "mkfs --writeback without --tier: usage error" all rc_is 2 -- err_has "need --tier"
+}
+
 test_info() {
 	run info "$POOL"
 	check "info: exit 0" rc_is 0
@@ -346,6 +364,7 @@ test_help
 test_usage_errors
 test_mkfs
 test_mkfs_strict
+test_mkfs_tier
 test_info
 test_info_json
 test_cp_tree
