@@ -339,6 +339,10 @@ struct ferrite_tier_info {
 	int consistency; /* enum ferrite_tier_consistency */
 	unsigned flush_ms, epoch_ms;
 	int writeback; /* enum ferrite_tier_writeback */
+	/* Per-write consistency: a write of up to this many bytes is atomic
+	 * wherever it starts; a longer one may return a short count (each call
+	 * atomic). */
+	uint64_t atomic_write_max;
 	uint64_t chunk_size, slots, chunks;
 	uint64_t valid_chunks, dirty_chunks;
 	uint64_t records, records_used;

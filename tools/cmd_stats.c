@@ -41,6 +41,9 @@ void tier_info_print_text(const struct ferrite_tier_info *ti)
 	if (ti->consistency == FERRITE_TIER_EPOCH)
 		printf("%-18s%u ms\n", "epoch length:", ti->epoch_ms);
 	printf("%-18s%u ms\n", "flush period:", ti->flush_ms);
+	if (ti->consistency != FERRITE_TIER_EPOCH)
+		printf("%-18s%llu bytes\n",
+		       "atomic write:", (unsigned long long)ti->atomic_write_max);
 	printf("%-18s%s\n", "write-back:",
 	       ti->writeback == FERRITE_TIER_WB_DIRECT ? "direct (O_DIRECT where taken)"
 						       : "cached (through the page cache)");
@@ -88,6 +91,7 @@ void tier_info_print_json_fields(const struct ferrite_tier_info *ti)
 	       ti->consistency == FERRITE_TIER_EPOCH ? "epoch" : "per-write");
 	printf("    \"flush_ms\": %u, \"epoch_ms\": %u, \"writeback\": \"%s\",\n", ti->flush_ms,
 	       ti->epoch_ms, ti->writeback == FERRITE_TIER_WB_DIRECT ? "direct" : "cached");
+	printf("    \"atomic_write_max\": %llu,\n", (unsigned long long)ti->atomic_write_max);
 	printf("    \"chunk_size\": %llu, \"slots\": %llu, \"chunks\": %llu,\n",
 	       (unsigned long long)ti->chunk_size, (unsigned long long)ti->slots,
 	       (unsigned long long)ti->chunks);

@@ -348,11 +348,9 @@ void tier_rec_publish(struct tier *t, struct tier_file *tf, uint64_t size, int64
 	pm_flush(&r->r_flags, 4);
 }
 
-/* The biggest write done atomically in one call: the chunks of one write
- * must fall in different slots, with room for their old versions. */
-static uint64_t max_write_chunks(struct tier *t)
+uint64_t tier_max_write_chunks(uint64_t nslots)
 {
-	return t->nslots / 4 ? t->nslots / 4 : 1;
+	return nslots / 4 ? nslots / 4 : 1;
 }
 
 /* One attempt; -EAGAIN with retry filled: nothing visible changed, go again. */
@@ -580,7 +578,7 @@ ssize_t tier_cache_write(struct tier *t, struct tier_file *tf, int kfd, const st
 {
 	if (len == 0)
 		return 0;
-	uint64_t maxc = max_write_chunks(t);
+	uint64_t maxc = tier_max_write_chunks(t->nslots);
 	uint64_t c0 = off >> TIER_CHUNK_SHIFT;
 	uint64_t lim = ((c0 + maxc) << TIER_CHUNK_SHIFT) - off;
 	if (len > lim)

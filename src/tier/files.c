@@ -150,10 +150,44 @@ static void lru_add(struct tier *t, struct tier_file *tf)
 	t->lru.lru_prev = tf;
 }
 
+static void closed_remove(struct tier_file *tf)
+{
+	if (tf->closed_next) {
+		tf->closed_next->closed_prev = tf->closed_prev;
+		tf->closed_prev->closed_next = tf->closed_next;
+		tf->closed_next = tf->closed_prev = NULL;
+	}
+}
+
+/* Appends tf as the most recently closed (files_lock held). */
+static void closed_add(struct tier *t, struct tier_file *tf)
+{
+	closed_remove(tf);
+	tf->closed_next = &t->closed;
+	tf->closed_prev = t->closed.closed_prev;
+	t->closed.closed_prev->closed_next = tf;
+	t->closed.closed_prev = tf;
+}
+
+/* Offers record fid for reuse (files_lock held). */
+static void free_rec_push(struct tier *t, uint32_t fid)
+{
+	if (!t->rec_stacked[fid]) {
+		t->rec_stacked[fid] = 1;
+		t->free_recs[t->nfree_recs++] = fid;
+	}
+}
+
 static void tf_release(struct tier *t, struct tier_file *tf);
 
 int tier_files_init(struct tier *t)
 {
+	t->free_recs = malloc((size_t)t->nrecs * sizeof(*t->free_recs));
+	t->rec_stacked = calloc((size_t)t->nrecs, 1);
+	t->nfree_recs = 0;
+	t->closed.closed_next = t->closed.closed_prev = &t->closed;
+	if (!t->free_recs || !t->rec_stacked)
+		return -ENOMEM;
 	t->files = calloc((size_t)t->nrecs, sizeof(*t->files));
 	t->ino_hash_cap = 1;
 	while (t->ino_hash_cap < (uint64_t)t->nrecs * 2)
@@ -163,6 +197,10 @@ int tier_files_init(struct tier *t)
 		return -ENOMEM;
 	pthread_mutex_init(&t->files_lock, NULL);
 	t->lru.lru_next = t->lru.lru_prev = &t->lru;
+	/* Highest first onto the stack: the lowest records are handed out first. */
+	for (uint32_t fid = t->nrecs - 1; fid >= 1; fid--)
+		if (t->recs[fid].r_state == REC_FREE)
+			free_rec_push(t, fid);
 	for (uint32_t fid = 1; fid < t->nrecs; fid++) {
 		struct tier_rec *r = &t->recs[fid];
 		if (r->r_state == REC_FREE)
@@ -173,6 +211,7 @@ int tier_files_init(struct tier *t)
 		tf->size = (int64_t)r->r_size;
 		tf->mtime = r->r_mtime;
 		t->files[fid] = tf;
+		closed_add(t, tf);
 		if (r->r_state == REC_LIVE)
 			hash_insert(t, tf);
 		int b = bucket_of(r->r_size);
@@ -195,8 +234,12 @@ void tier_files_fini(struct tier *t)
 	}
 	free(t->files);
 	free(t->ino_hash);
+	free(t->free_recs);
+	free(t->rec_stacked);
 	t->files = NULL;
 	t->ino_hash = NULL;
+	t->free_recs = NULL;
+	t->rec_stacked = NULL;
 }
 
 /* ---- paths and identity ------------------------------------------------------------ */
@@ -285,32 +328,57 @@ void rec_set_state(struct tier *t, uint32_t fid, uint32_t state)
 
 /* ---- creating and freeing records ------------------------------------------------- */
 
-static int rec_find_free(struct tier *t, uint32_t *out)
+/* Closed files looked at, least recently closed first, for each record
+ * wanted while the table is full. */
+#define RECLAIM_LOOK 64
+
+/* A free record into *out (files_lock held). When none is left, the least
+ * recently closed file that has nothing dirty gives its record back: at
+ * once if nothing of it is cached, else it is returned in *victim (with a
+ * reference) for the caller to evict its clean chunks, unlocked, and look
+ * again. -ENOSPC: neither. Each call costs O(RECLAIM_LOOK), whatever the
+ * size of the table. */
+static int rec_find_free(struct tier *t, uint32_t *out, struct tier_file **victim)
 {
-	for (uint32_t n = 0; n < t->nrecs - 1; n++) {
-		uint32_t fid = 1 + (t->rec_hint + n) % (t->nrecs - 1);
+	*victim = NULL;
+	while (t->nfree_recs) {
+		uint32_t fid = t->free_recs[--t->nfree_recs];
+		t->rec_stacked[fid] = 0;
 		if (t->recs[fid].r_state == REC_FREE && !t->files[fid]) {
 			*out = fid;
-			t->rec_hint = fid;
 			return 0;
 		}
 	}
-	/* Full: take back a record with nothing cached and nobody using it. */
-	for (uint32_t n = 0; n < t->nrecs - 1; n++) {
-		uint32_t fid = 1 + (t->rec_hint + n) % (t->nrecs - 1);
-		struct tier_file *tf = t->files[fid];
-		if (tf && t->recs[fid].r_state == REC_LIVE && tf->opens == 0 &&
-		    __atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED) == 0 &&
-		    pthread_mutex_trylock(&tf->flush_lock) == 0) {
-			int rc = tier_sync_meta(t, tf);
-			pthread_mutex_unlock(&tf->flush_lock);
-			if (rc)
-				continue;
-			rec_free(t, tf);
-			*out = fid;
-			t->rec_hint = fid;
-			return 0;
+	for (int n = 0; n < RECLAIM_LOOK && t->closed.closed_next != &t->closed; n++) {
+		struct tier_file *tf = t->closed.closed_next;
+		uint32_t fid = tf->fid;
+		if (t->files[fid] != tf || t->recs[fid].r_state != REC_LIVE || tf->opens ||
+		    tf->mapped || __atomic_load_n(&tf->ndirty, __ATOMIC_RELAXED)) {
+			closed_add(t, tf); /* not now: to the back */
+			continue;
 		}
+		if (__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED)) {
+			/* Stays first, so the next look finds it emptied. */
+			tf->refs++;
+			*victim = tf;
+			return -ENOSPC;
+		}
+		int rc = pthread_mutex_trylock(&tf->flush_lock);
+		if (rc == 0) {
+			rc = tier_sync_meta(t, tf);
+			pthread_mutex_unlock(&tf->flush_lock);
+		}
+		if (rc) {
+			closed_add(t, tf);
+			continue;
+		}
+		rec_free(t, tf);
+		if (t->rec_stacked[fid]) { /* rec_free offered it: take it back */
+			t->rec_stacked[fid] = 0;
+			t->nfree_recs--;
+		}
+		*out = fid;
+		return 0;
 	}
 	return -ENOSPC;
 }
@@ -355,28 +423,12 @@ void rec_free(struct tier *t, struct tier_file *tf)
 		t->buckets[tf->bucket]--;
 	tf->bucket = -1;
 	lru_remove(tf);
+	closed_remove(tf);
 	if (t->files[fid] == tf) {
 		t->files[fid] = NULL;
 		tf_release(t, tf); /* the table's reference */
+		free_rec_push(t, fid);
 	}
-}
-
-/* A file to give its record up when the table is full (files_lock held): a
- * closed one with nothing dirty but something cached, taken round robin
- * after the last record handed out. Returned with a reference. */
-static struct tier_file *rec_victim(struct tier *t)
-{
-	for (uint32_t n = 0; n < t->nrecs - 1; n++) {
-		uint32_t fid = 1 + (t->rec_hint + n) % (t->nrecs - 1);
-		struct tier_file *tf = t->files[fid];
-		if (tf && t->recs[fid].r_state == REC_LIVE && tf->opens == 0 && !tf->mapped &&
-		    !__atomic_load_n(&tf->ndirty, __ATOMIC_RELAXED) &&
-		    __atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED)) {
-			tf->refs++;
-			return tf;
-		}
-	}
-	return NULL;
 }
 
 static int tf_get_or_create_at(struct tier *t, int kfd, uint64_t ino, struct tier_file **out,
@@ -401,17 +453,22 @@ static int tf_get_or_create_at(struct tier *t, int kfd, uint64_t ino, struct tie
 		tf->opens++;
 		tf->refs++;
 		lru_remove(tf);
+		closed_remove(tf);
 		pthread_mutex_unlock(&t->files_lock);
 		*out = tf;
 		return 0;
 	}
 	uint32_t fid;
-	int rc = rec_find_free(t, &fid);
+	struct tier_file *victim;
+	int rc = rec_find_free(t, &fid, &victim);
 	if (rc) {
 		/* Every record is taken: evict the clean chunks of a closed file
 		 * so its record can go, then look again (the table may have
 		 * changed while unlocked, the file too). */
-		struct tier_file *victim = may_evict ? rec_victim(t) : NULL;
+		if (victim && !may_evict) {
+			tf_release(t, victim);
+			victim = NULL;
+		}
 		pthread_mutex_unlock(&t->files_lock);
 		if (victim) {
 			tier_cache_evict_clean(t, victim);
@@ -422,15 +479,12 @@ static int tf_get_or_create_at(struct tier *t, int kfd, uint64_t ino, struct tie
 		return 0;
 	}
 	struct stat st;
-	if (fstat(kfd, &st) != 0) {
-		rc = -errno;
-		pthread_mutex_unlock(&t->files_lock);
-		return rc;
-	}
-	tf = tf_new(fid, ino);
+	rc = fstat(kfd, &st) != 0 ? -errno : 0;
+	tf = rc ? NULL : tf_new(fid, ino);
 	if (!tf) {
+		free_rec_push(t, fid); /* not taken after all */
 		pthread_mutex_unlock(&t->files_lock);
-		return -ENOMEM;
+		return rc ? rc : -ENOMEM;
 	}
 	struct tier_rec *r = &t->recs[fid];
 	uint64_t stride = stride_now(t);
@@ -487,6 +541,7 @@ void tf_open_ref(struct tier *t, struct tier_file *tf)
 	tf->opens++;
 	tf->refs++;
 	lru_remove(tf);
+	closed_remove(tf);
 	pthread_mutex_unlock(&t->files_lock);
 }
 
@@ -502,8 +557,10 @@ void tf_open_put(struct tier *t, struct tier_file *tf)
 			pthread_mutex_lock(&t->files_lock);
 			if (t->recs[tf->fid].r_state == REC_ORPHAN && tf->opens == 0)
 				rec_free(t, tf);
-		} else if (tf->wfd >= 0 || tf->dfd >= 0) {
-			lru_add(t, tf);
+		} else {
+			closed_add(t, tf);
+			if (tf->wfd >= 0 || tf->dfd >= 0)
+				lru_add(t, tf);
 			while (t->nwfd > TIER_WFD_MAX && t->lru.lru_next != &t->lru) {
 				struct tier_file *old = t->lru.lru_next;
 				if (pthread_mutex_trylock(&old->flush_lock) != 0)

@@ -665,6 +665,7 @@ static void fill_geometry(struct ferrite_tier_info *ti, const struct tier_header
 	ti->flush_ms = th->th_flush_ms;
 	ti->epoch_ms = th->th_epoch_ms;
 	ti->writeback = (int)th->th_writeback;
+	ti->atomic_write_max = (tier_max_write_chunks(th->th_nslots) - 1) * TIER_CHUNK_SIZE + 1;
 	ti->chunk_size = th->th_chunk_size;
 	ti->slots = th->th_nslots;
 	ti->chunks = th->th_nslots * 2;

@@ -1041,7 +1041,9 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 		int full_again = 0;
 		r = 0;
 		/* A write longer than one atomic piece (a quarter of the cache)
-		 * goes in pieces, each atomic. */
+		 * returns a short count in per-write consistency, as POSIX
+		 * allows, so that every call stays atomic; in epoch mode, where
+		 * atomicity is the epoch's, it goes on in pieces. */
 		while (done < len) {
 			if (write)
 				tier_throttle(t);
@@ -1087,6 +1089,8 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 			}
 			done += (size_t)k;
 			r = (ssize_t)done;
+			if (!epoch)
+				break;
 		}
 	}
 	if (use_pos) {

@@ -84,7 +84,8 @@ struct tier_file {
 	int bucket;		    /* stride table bucket it is counted in, -1 none */
 	int mapped;		    /* memory mappings (ns.c): its I/O bypasses the cache */
 	struct tier_file *hnext;    /* ino hash chain */
-	struct tier_file *lru_prev, *lru_next; /* files holding wfd but not open */
+	struct tier_file *lru_prev, *lru_next;	     /* files holding wfd but not open */
+	struct tier_file *closed_prev, *closed_next; /* files not open, least recent first */
 };
 
 /* An open file description. */
@@ -129,7 +130,12 @@ struct tier {
 	struct tier_file **files; /* by fid */
 	struct tier_file **ino_hash;
 	uint64_t ino_hash_cap;
-	uint32_t rec_hint; /* where to look for a free record */
+	uint32_t *free_recs; /* free record numbers (a stack), so finding one is O(1) */
+	uint32_t nfree_recs;
+	uint8_t *rec_stacked;	 /* per record: on free_recs */
+	struct tier_file closed; /* list head: files with a record and no open, the
+				  * least recently closed first; whose record goes when
+				  * the table is full */
 	uint64_t buckets[TIER_BUCKETS];
 	struct tier_file lru; /* list head: files with a wfd and no open */
 	int nwfd;
@@ -289,6 +295,10 @@ void tier_set_tag(struct tier *t, uint64_t c, uint64_t tag);
 /* Publishes a file's size and write time in its record (flushed, not fenced). */
 void tier_rec_publish(struct tier *t, struct tier_file *tf, uint64_t size, int64_t mtime);
 /* Marks the chunk's dirty bit in DRAM (flusher's bitmap). */
+/* The most chunks one write changes atomically: the chunks of one write must
+ * fall in different slots, with room for their old versions. A longer write
+ * returns a short count (per-write consistency). */
+uint64_t tier_max_write_chunks(uint64_t nslots);
 void tier_dirty_mark(struct tier *t, uint64_t c, int dirty);
 
 /* ---- the flusher (flush.c) ------------------------------------------------------------ */

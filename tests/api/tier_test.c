@@ -339,6 +339,55 @@ static int larger_than_cache(void)
 	return 0;
 }
 
+/* A write longer than what the cache changes atomically: per-write
+ * consistency returns a short count (each call atomic) and the caller's loop
+ * writes the rest; epoch consistency takes it whole. */
+static int long_write(void)
+{
+	const char *d = scratch("long");
+	char pool[300], backing[300];
+	snprintf(pool, sizeof pool, "%s/p.pool", d);
+	snprintf(backing, sizeof backing, "%s/b", d);
+	for (int c = FERRITE_TIER_PER_WRITE; c <= FERRITE_TIER_EPOCH; c++) {
+		FT_OK(mkfs_tier(pool, backing, 16 * MIB, c, 0, 0));
+		ferrite_fs *fs;
+		FT_OK(ferrite_mount(pool, NULL, &fs));
+		struct ferrite_tier_info ti;
+		FT_OK(ferrite_get_tier_info(fs, &ti));
+		uint64_t max = ti.atomic_write_max, len = 3 * max + 12345, off = 777;
+		FT_CHECK(max >= ti.chunk_size && max < ti.chunks * ti.chunk_size / 2,
+			 "atomic_write_max %llu of a cache of %llu chunks", (unsigned long long)max,
+			 (unsigned long long)ti.chunks);
+		char *buf = malloc(len);
+		FT_CHECK(buf, "out of memory");
+		ft_fill(buf, len, 99, off);
+		int fd = FT_OK(ferrite_open(fs, "/long", O_CREAT | O_RDWR, 0644));
+		ssize_t r = ferrite_pwrite(fs, fd, buf, len, (off_t)off);
+		if (c == FERRITE_TIER_PER_WRITE)
+			FT_CHECK(r >= (ssize_t)max && r < (ssize_t)len,
+				 "per-write: a %llu-byte write returned %zd (atomic up to %llu)",
+				 (unsigned long long)len, r, (unsigned long long)max);
+		else
+			FT_CHECK(r == (ssize_t)len, "epoch: a %llu-byte write returned %zd",
+				 (unsigned long long)len, r);
+		for (uint64_t done = (uint64_t)r; done < len; done += (uint64_t)r) {
+			r = ferrite_pwrite(fs, fd, buf + done, len - done, (off_t)(off + done));
+			FT_CHECK(r > 0, "the rest of the write: %zd", r);
+		}
+		char *back = malloc(len);
+		FT_CHECK(back, "out of memory");
+		FT_EQ(ferrite_pread(fs, fd, back, len, (off_t)off), (ssize_t)len);
+		FT_CHECK(!memcmp(back, buf, len), "the long write reads back");
+		free(back);
+		free(buf);
+		ferrite_close(fs, fd);
+		FT_OK(ferrite_unmount(fs));
+	}
+	unlink(pool);
+	scratch_done();
+	return 0;
+}
+
 /* Both write-backs with the backing directory on the machine's disk (where
  * O_DIRECT is taken, unlike tmpfs), and an unknown one refused. */
 static int writeback_modes(void)
@@ -602,11 +651,17 @@ static int record_reuse(void)
 }
 
 static const struct ft_case cases[] = {
-    {"record_reuse", record_reuse, 0},	       {"mapping", mapping, 0},
-    {"bad_backing", bad_backing, 0},	       {"readonly_backing", readonly_backing, 0},
-    {"full_backing", full_backing, 0},	       {"larger_than_cache", larger_than_cache, 0},
-    {"writeback_modes", writeback_modes, 0},   {"lost_creation", lost_creation, 0},
-    {"epoch_durability", epoch_durability, 0}, {"removal", removal, 0},
+    {"record_reuse", record_reuse, 0},
+    {"mapping", mapping, 0},
+    {"bad_backing", bad_backing, 0},
+    {"readonly_backing", readonly_backing, 0},
+    {"full_backing", full_backing, 0},
+    {"larger_than_cache", larger_than_cache, 0},
+    {"writeback_modes", writeback_modes, 0},
+    {"long_write", long_write, 0},
+    {"lost_creation", lost_creation, 0},
+    {"epoch_durability", epoch_durability, 0},
+    {"removal", removal, 0},
 };
 
 int main(int argc, char **argv)

@@ -221,11 +221,12 @@ enum fm_profile { FM_PROF_MODEL, FM_PROF_KILL };
 struct fm_gen {
 	struct fm_rng rng;
 	int profile;
-	char base[64];	  /* prefix of every path: "" or "/t0" */
-	int dotdot;	  /* may use ".." in paths and symlink targets */
-	int no_abs;	  /* no absolute symlink targets */
-	int no_creat_dir; /* never O_CREAT together with O_DIRECTORY */
-	int64_t max_off;  /* offsets/lengths stay below this */
+	char base[64];	   /* prefix of every path: "" or "/t0" */
+	int dotdot;	   /* may use ".." in paths and symlink targets */
+	int no_abs;	   /* no absolute symlink targets */
+	int no_creat_dir;  /* never O_CREAT together with O_DIRECTORY */
+	int64_t max_off;   /* offsets/lengths stay below this */
+	int64_t max_write; /* writes are no longer than this (0: no limit) */
 	uint64_t weights[FM_NKINDS];
 	uint64_t wsum;
 };
@@ -279,6 +280,10 @@ void fm_side_init(struct fm_side *s, struct fm_backend *be);
 /* Closes every descriptor and stream (results ignored). */
 void fm_side_close_all(struct fm_side *s);
 void fm_exec(struct fm_side *s, const struct fm_op *op, struct fm_res *res);
+/* A write that returned a short count (POSIX allows it; a tiered pool does it
+ * past the size it writes atomically) becomes the write of what it wrote, so
+ * the other side writes the same prefix. */
+void fm_shrink_short_write(struct fm_op *op, const struct fm_res *res);
 /* The descriptor slot fm_exec will use for op. */
 int fm_pick_slot(const struct fm_side *s, const struct fm_op *op);
 void fm_res_free(struct fm_res *r);

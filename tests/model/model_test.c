@@ -213,6 +213,7 @@ static void run_seq(struct seq *q)
 	for (long i = 0; i < O.ops && !failed; i++) {
 		fm_gen_next(&q->gen, &op);
 		fm_exec(&q->sa, &op, &ra);
+		fm_shrink_short_write(&op, &ra);
 		fm_exec(&q->sb, &op, &rb);
 		char s[400];
 		fm_op_str(&op, s, sizeof s);

@@ -402,6 +402,7 @@ int main(int argc, char **argv)
 			struct fm_res ra, rb;
 			fm_gen_next(&g, &op);
 			fm_exec(&sa, &op, &ra);
+			fm_shrink_short_write(&op, &ra);
 			fm_exec(&sb, &op, &rb);
 			int bad = fm_compare(&op, &sa, &ra, &sb, &rb, why, sizeof why);
 			if (bad) {
