@@ -62,6 +62,11 @@ void info_print_backing_note(FILE *out, const struct ferrite_info *info);
 /* ---- command line ---------------------------------------------------------- */
 
 /* Pool named before the subcommand (`ferrite --pool P CMD`); NULL = none. */
+/* A file NAME that ships with the ferrite command: $ENV if set, else the
+ * first of the ferrite binary's directory plus each of rel[] that holds NAME
+ * with access MODE. Its real path goes to out; -errno if none. */
+int cli_find_beside(const char *env, const char *name, const char *const rel[], int nrel, int mode,
+		    char *out, size_t cap);
 void cli_set_global_pool(const char *pool);
 /* given if non-NULL, else the global --pool, else ferrite_default_pool(). */
 const char *cli_pool(const char *given);

@@ -4,6 +4,7 @@
  * mounting, size parsing and formatting, and the progress display.
  */
 #include <errno.h>
+#include <limits.h>
 #include <getopt.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -298,4 +299,31 @@ void json_print_string(const char *s)
 			putchar(c);
 	}
 	putchar('"');
+}
+
+int cli_find_beside(const char *env, const char *name, const char *const rel[], int nrel, int mode,
+		    char *out, size_t cap)
+{
+	const char *given = getenv(env);
+	if (given && *given) {
+		if (access(given, mode) != 0 || !realpath(given, out))
+			return -errno;
+		return 0;
+	}
+	char exe[PATH_MAX - 64];
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n < 0)
+		return -errno;
+	exe[n] = 0;
+	char *slash = strrchr(exe, '/');
+	if (slash)
+		*slash = 0;
+	for (int i = 0; i < nrel; i++) {
+		char cand[PATH_MAX + 64];
+		int m = snprintf(cand, sizeof(cand), "%s%s/%s", exe, rel[i], name);
+		if (m > 0 && (size_t)m < sizeof(cand) && access(cand, mode) == 0 &&
+		    realpath(cand, out) && strlen(out) < cap)
+			return 0;
+	}
+	return -ENOENT;
 }

@@ -18,37 +18,13 @@
 #endif
 #define EXPLORER_NAME "ferrite-crashtest"
 
-static int find_explorer(char *out, size_t cap)
-{
-	const char *env = getenv("FERRITE_CRASHTEST");
-	if (env && *env) {
-		if (access(env, X_OK) != 0 || !realpath(env, out))
-			return -errno;
-		return 0;
-	}
-	char exe[PATH_MAX - 64];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n < 0)
-		return -errno;
-	exe[n] = 0;
-	char *slash = strrchr(exe, '/');
-	if (slash)
-		*slash = 0;
-	const char *rel[] = {"", "/../" FERRITE_LIBEXECDIR "/ferrite", "/../libexec/ferrite"};
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char cand[PATH_MAX + 64];
-		int m = snprintf(cand, sizeof(cand), "%s%s/" EXPLORER_NAME, exe, rel[i]);
-		if (m > 0 && (size_t)m < sizeof(cand) && access(cand, X_OK) == 0 &&
-		    realpath(cand, out) && strlen(out) < cap)
-			return 0;
-	}
-	return -ENOENT;
-}
-
 int cmd_crashtest(int argc, char **argv)
 {
 	char path[PATH_MAX];
-	int rc = find_explorer(path, sizeof(path));
+	const char *const beside[] = {"", "/../" FERRITE_LIBEXECDIR "/ferrite",
+				      "/../libexec/ferrite"};
+	int rc = cli_find_beside("FERRITE_CRASHTEST", EXPLORER_NAME, beside, 3, X_OK, path,
+				 sizeof(path));
 	if (rc) {
 		fprintf(stderr,
 			"ferrite crashtest: cannot find %s next to ferrite or in libexec/ferrite "

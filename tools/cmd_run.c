@@ -166,35 +166,6 @@ static int run_check_pool(const char *pool, int named)
 	return cli_unmount("run", pool, fs);
 }
 
-/* libferrite-preload.so next to this binary (build tree) or in the library
- * directory of its installation; $FERRITE_PRELOAD_LIB overrides both. */
-static int run_find_shim(char *out, size_t cap)
-{
-	const char *env = getenv("FERRITE_PRELOAD_LIB");
-	if (env && *env) {
-		if (access(env, R_OK) != 0 || !realpath(env, out))
-			return -errno;
-		return 0;
-	}
-	char exe[PATH_MAX - 64];
-	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (n < 0)
-		return -errno;
-	exe[n] = 0;
-	char *slash = strrchr(exe, '/');
-	if (slash)
-		*slash = 0;
-	const char *rel[] = {"", "/../" FERRITE_LIBDIR, "/../lib"};
-	for (size_t i = 0; i < sizeof(rel) / sizeof(rel[0]); i++) {
-		char cand[PATH_MAX + 64];
-		int m = snprintf(cand, sizeof(cand), "%s%s/" PRELOAD_NAME, exe, rel[i]);
-		if (m > 0 && (size_t)m < sizeof(cand) && access(cand, R_OK) == 0 &&
-		    realpath(cand, out) && strlen(out) < cap)
-			return 0;
-	}
-	return -ENOENT;
-}
-
 static pid_t run_child;
 
 static void run_forward(int sig)
@@ -255,7 +226,11 @@ int cmd_run(int argc, char **argv)
 	if (run_check_pool(pool, named))
 		return CLI_EXIT_FAILURE;
 	char shim[PATH_MAX], abspool[PATH_MAX];
-	rc = run_find_shim(shim, sizeof(shim));
+	/* Next to this binary (build tree) or in the library directory of its
+	 * installation. */
+	const char *const beside[] = {"", "/../" FERRITE_LIBDIR, "/../lib"};
+	rc = cli_find_beside("FERRITE_PRELOAD_LIB", PRELOAD_NAME, beside, 3, R_OK, shim,
+			     sizeof(shim));
 	if (rc) {
 		cli_fail("run", "", PRELOAD_NAME,
 			 "not found next to the ferrite binary nor in its library directory "

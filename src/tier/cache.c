@@ -318,6 +318,18 @@ static uint64_t next_seq(struct tier *t)
 }
 
 /* Writes the descriptor fields of a new version (its tag still 0). */
+/* Zeroes chunk c from byte at on (bytes that are about to enter the file,
+ * C3) and marks it dirty as a new version; the slot lock is held, the
+ * caller fences. */
+static void zero_tail(struct tier *t, uint64_t c, uint64_t at)
+{
+	pm_zero_nt(chunk_data(t, c) + at, TIER_CHUNK_SIZE - at);
+	struct tier_desc *d = chunk_desc(t, c);
+	pm_store8(&d->d_seq, next_seq(t));
+	pm_flush(d, sizeof(*d));
+	tier_set_tag(t, c, tag_of(t, c) | TAG_D);
+}
+
 static void desc_fill(struct tier *t, uint64_t c, uint64_t seq, uint64_t old_size,
 		      uint64_t new_size, uint64_t nchunks, int64_t now)
 {
@@ -380,14 +392,8 @@ static ssize_t write_try(struct tier *t, struct tier_file *tf, int kfd, const st
 	lockset_lock(t, &ls);
 	if (gap_tail) {
 		int64_t g = find_chunk(t, slot_of(t, key, last), tag_make(fid, last, 0));
-		if (g >= 0) {
-			uint64_t at = size & (TIER_CHUNK_SIZE - 1);
-			pm_zero_nt(chunk_data(t, (uint64_t)g) + at, TIER_CHUNK_SIZE - at);
-			struct tier_desc *d = chunk_desc(t, (uint64_t)g);
-			pm_store8(&d->d_seq, next_seq(t));
-			pm_flush(d, sizeof(*d));
-			tier_set_tag(t, (uint64_t)g, tag_of(t, (uint64_t)g) | TAG_D);
-		}
+		if (g >= 0)
+			zero_tail(t, (uint64_t)g, size & (TIER_CHUNK_SIZE - 1));
 	}
 	int fence = 0;
 	ssize_t rc = 0;
@@ -793,12 +799,7 @@ int tier_cache_truncate(struct tier *t, struct tier_file *tf, int kfd, uint64_t 
 			pthread_mutex_lock(lk);
 			int64_t c = find_chunk(t, s, tag_make(tf->fid, idx, 0));
 			if (c >= 0) {
-				uint64_t at = old & (TIER_CHUNK_SIZE - 1);
-				pm_zero_nt(chunk_data(t, (uint64_t)c) + at, TIER_CHUNK_SIZE - at);
-				struct tier_desc *d = chunk_desc(t, (uint64_t)c);
-				pm_store8(&d->d_seq, next_seq(t));
-				pm_flush(d, sizeof(*d));
-				tier_set_tag(t, (uint64_t)c, tag_of(t, (uint64_t)c) | TAG_D);
+				zero_tail(t, (uint64_t)c, old & (TIER_CHUNK_SIZE - 1));
 				pm_fence();
 			}
 			pthread_mutex_unlock(lk);
