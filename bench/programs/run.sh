@@ -88,8 +88,8 @@ fi
 [[ "$runs" =~ ^[1-9][0-9]*$ ]] || die "--runs needs a positive number"
 
 for c in "${FERRITE:-}" "$repo/build/tools/ferrite" "$(command -v ferrite 2>/dev/null)"; do
-	if [ -n "$c" ] && [ -x "$c" ]; then FERRITE=$c; break; fi
-done
+	if [ -n "$c" ] && [ -x "$c" ]; then FERRITE=$(realpath "$c"); break; fi
+done # absolute: the script changes directory before it runs ferrite
 FERRITE=${FERRITE:-}
 for t in db_bench sqlite3 fio postmark gcc pkg-config; do
 	command -v $t >/dev/null || die "$t is not installed (scripts/deps.sh installs it)"
