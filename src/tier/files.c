@@ -178,6 +178,20 @@ static void free_rec_push(struct tier *t, uint32_t fid)
 	}
 }
 
+/* A free record from the stack (files_lock held); -ENOSPC when it is empty. */
+static int free_rec_pop(struct tier *t, uint32_t *out)
+{
+	while (t->nfree_recs) {
+		uint32_t fid = t->free_recs[--t->nfree_recs];
+		t->rec_stacked[fid] = 0;
+		if (t->recs[fid].r_state == REC_FREE && !t->files[fid]) {
+			*out = fid;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
 static void tf_release(struct tier *t, struct tier_file *tf);
 
 int tier_files_init(struct tier *t)
@@ -341,14 +355,8 @@ void rec_set_state(struct tier *t, uint32_t fid, uint32_t state)
 static int rec_find_free(struct tier *t, uint32_t *out, struct tier_file **victim)
 {
 	*victim = NULL;
-	while (t->nfree_recs) {
-		uint32_t fid = t->free_recs[--t->nfree_recs];
-		t->rec_stacked[fid] = 0;
-		if (t->recs[fid].r_state == REC_FREE && !t->files[fid]) {
-			*out = fid;
-			return 0;
-		}
-	}
+	if (free_rec_pop(t, out) == 0)
+		return 0;
 	for (int n = 0; n < RECLAIM_LOOK && t->closed.closed_next != &t->closed; n++) {
 		struct tier_file *tf = t->closed.closed_next;
 		uint32_t fid = tf->fid;
@@ -372,13 +380,8 @@ static int rec_find_free(struct tier *t, uint32_t *out, struct tier_file **victi
 			closed_add(t, tf);
 			continue;
 		}
-		rec_free(t, tf);
-		if (t->rec_stacked[fid]) { /* rec_free offered it: take it back */
-			t->rec_stacked[fid] = 0;
-			t->nfree_recs--;
-		}
-		*out = fid;
-		return 0;
+		rec_free(t, tf); /* offers the record: the stack's only one */
+		return free_rec_pop(t, out);
 	}
 	return -ENOSPC;
 }
