@@ -15,7 +15,9 @@
  *             L2 a chunk's content is written while its file's flush lock is
  *               held, after it was copied under its slot lock: a newer
  *               version is written later, by a flush that takes the same
- *               lock, so the backing file never goes back to older bytes.
+ *               lock, so the backing file never goes back to older bytes;
+ *             L3 in epoch mode a chunk is copied with the size of the same
+ *               committed state (no commit is half applied meanwhile).
  * Crash argument: clearing D is the only PM change; if it is lost the chunk
  *   is written again after recovery, which is harmless.
  */
@@ -93,10 +95,16 @@ static int put_run(struct tier *t, struct tier_file *tf, const char *buf, uint64
 	return 0;
 }
 
-/* Copies and writes the chunks of one file, fc[0..n), sorted by index. */
+/* Copies and writes the chunks of one file, fc[0..n), sorted by index.
+ * shared_epoch: under epoch_lock shared (L3), taken first as everywhere. */
 static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, size_t n,
-		       char *bounce)
+		       char *bounce, int shared_epoch)
 {
+	/* L3: a commit makes pages committed dirty chunks before it publishes
+	 * the sizes that cover their new bytes; a chunk copied in between would
+	 * be cut at the old size and yet counted clean. */
+	if (shared_epoch)
+		pthread_rwlock_rdlock(&t->epoch_lock);
 	pthread_mutex_lock(&tf->flush_lock);
 	struct tier_rec *r = &t->recs[tf->fid];
 	size_t i = 0;
@@ -141,14 +149,20 @@ static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, 
 		i = j;
 	}
 	pthread_mutex_unlock(&tf->flush_lock);
+	if (shared_epoch)
+		pthread_rwlock_unlock(&t->epoch_lock);
 }
 
-/* One round: returns the chunks made clean, or -errno. */
-static int64_t flush_round(struct tier *t, struct tier_file *only, int *left, char *bounce)
+/* One round: returns the chunks made clean, or -errno. shared_epoch: take
+ * epoch_lock shared while chunks are copied (the background flusher; a
+ * drain runs where no commit can, or holds it itself). */
+static int64_t flush_round(struct tier *t, struct tier_file *only, int *left, char *bounce,
+			   int shared_epoch)
 {
 	struct fchunk *fc = malloc(ROUND_MAX * sizeof(*fc));
 	if (!fc)
 		return -ENOMEM;
+	shared_epoch = shared_epoch && t->consistency == TIER_EPOCH;
 	size_t n = 0;
 	uint64_t words = (t->nchunks + 63) / 64;
 	*left = 0;
@@ -180,7 +194,7 @@ collected:
 			j++;
 		struct tier_file *tf = tf_ref(t, fc[i].fid);
 		if (tf) {
-			flush_file(t, tf, fc + i, j - i, bounce);
+			flush_file(t, tf, fc + i, j - i, bounce, shared_epoch);
 			tf_put(t, tf);
 		}
 		i = j;
@@ -255,7 +269,7 @@ static int drain_with(struct tier *t, struct tier_file *only, char *bounce)
 {
 	for (int tries = 0;; tries++) {
 		int left;
-		int64_t r = flush_round(t, only, &left, bounce);
+		int64_t r = flush_round(t, only, &left, bounce, 0);
 		if (r < 0)
 			return (int)r;
 		if (r > 0)
@@ -323,7 +337,7 @@ static void *flusher_main(void *arg)
 		if (TIER_BACKING_HOLD() != TIER_BACKING_ALLOW)
 			left = 0; /* the crash explorer holds the backing directory still */
 		while (left && !t->stop && __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED)) {
-			int64_t r = flush_round(t, NULL, &left, t->bounce);
+			int64_t r = flush_round(t, NULL, &left, t->bounce, 1);
 			if (r > 0) {
 				tier_count(t, TS_FLUSH_ROUNDS, 1);
 				tier_count(t, TS_FLUSH_PERIODIC, (uint64_t)r);
