@@ -1699,7 +1699,8 @@ int fm_err_alternative(const struct fm_op *op, const struct fm_side *bside, cons
 	/* a component longer than NAME_MAX seen before another path-walk error */
 	if (a == -ENAMETOOLONG && walk_err(b) && (long_component(op->p1) || long_component(op->p2)))
 		return alt_hit(5, op, a, b);
-	if (op->kind == FM_TRUNCATE && op->len < 0 && b == -EINVAL && (walk_err(a) || a == -EISDIR))
+	if (op->kind == FM_TRUNCATE && op->len < 0 && b == -EINVAL &&
+	    (walk_err(a) || a == -EISDIR || a == -ENAMETOOLONG))
 		return alt_hit(7, op, a, b);
 	if (op->kind == FM_OPEN && (op->flags & O_NOFOLLOW) && (op->flags & O_DIRECTORY) &&
 	    a == -ELOOP && b == -ENOTDIR)
