@@ -4,7 +4,10 @@
  * Checked: the superblock and tier header, the backing directory and its
  * identity, every record (state, key, path), every tag (names a record, at
  * most one version of a chunk, not beyond its file's size, no write left
- * incomplete) and the epoch journal. What a crash legitimately leaves
+ * incomplete), that every clean chunk holds what its backing file holds
+ * below the file's size (cache.c C1: a clean chunk may be dropped at any
+ * time, so a difference is data that changes by itself) and the epoch
+ * journal. What a crash legitimately leaves
  * (interrupted writes, a pending journal entry, records of files removed or
  * never made durable) is settled first by recovery, as a mount would (like
  * the pm engine's log replay); whatever is left after that, and damage no
@@ -41,7 +44,108 @@ struct check {
 		fr_report((k)->report, (k)->arg, __VA_ARGS__);                                     \
 	} while (0)
 
-static void check_pool(const char *pool, struct check *k,
+/* A clean chunk of a live record, for comparing with its backing file. */
+struct clean_chunk {
+	uint32_t fid;
+	uint64_t c;
+};
+
+static int clean_chunk_cmp(const void *a, const void *b)
+{
+	const struct clean_chunk *x = a, *y = b;
+	if (x->fid != y->fid)
+		return x->fid < y->fid ? -1 : 1;
+	return x->c < y->c ? -1 : x->c > y->c;
+}
+
+/* Opens the record's backing file by its path, if it is the record's file
+ * (the same inode); -1 otherwise: what is not found is reported elsewhere.
+ * O_NOATIME: checking must not change what the files show. */
+static int open_rec_file(int bfd, const struct tier_rec *r, uint32_t fid, struct check *k)
+{
+	if (bfd < 0 || !r->r_pathlen || r->r_pathlen > TIER_PATH_MAX)
+		return -1;
+	char path[TIER_PATH_MAX + 1];
+	memcpy(path, r->r_path, r->r_pathlen);
+	path[r->r_pathlen] = 0;
+	int fd = openat(bfd, path, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
+	if (fd < 0 && errno == EPERM) /* not its owner: no O_NOATIME */
+		fr_report(k->report, k->arg,
+			  "info: record %u: %s not compared with the cache (reading it would "
+			  "change its access time; run as its owner or root)",
+			  fid, path);
+	struct stat st;
+	if (fd >= 0 && (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != r->r_ino)) {
+		close(fd);
+		fd = -1;
+	}
+	return fd;
+}
+
+/* Compares every clean chunk of a live record with its backing file below
+ * the record's size (bytes past the backing file's end count as zeros). */
+static void check_clean_chunks(const char *img, const struct tier_header *th, int bfd,
+			       struct check *k)
+{
+	const struct tier_rec *recs = (const struct tier_rec *)(img + th->th_rec_off);
+	const struct tier_desc *desc = (const struct tier_desc *)(img + th->th_desc_off);
+	uint64_t nchunks = th->th_nslots * 2, n = 0;
+	struct clean_chunk *cc = malloc(nchunks * sizeof(*cc));
+	if (!cc) {
+		DAMAGE(k, "out of memory comparing chunks with the backing files");
+		return;
+	}
+	for (uint64_t c = 0; c < nchunks; c++) {
+		uint64_t tag = desc[c].d_tag;
+		uint32_t fid = tag_fid(tag);
+		if ((tag & (TAG_V | TAG_D | TAG_C)) != TAG_V || !fid || fid >= th->th_nrecs ||
+		    recs[fid].r_state != REC_LIVE ||
+		    (tag_idx(tag) << TIER_CHUNK_SHIFT) >= recs[fid].r_size)
+			continue;
+		cc[n++] = (struct clean_chunk){fid, c};
+	}
+	qsort(cc, n, sizeof(*cc), clean_chunk_cmp);
+	char buf[TIER_CHUNK_SIZE];
+	int fd = -1;
+	for (uint64_t i = 0; i < n; i++) {
+		const struct tier_rec *r = &recs[cc[i].fid];
+		if (!i || cc[i].fid != cc[i - 1].fid) {
+			if (fd >= 0)
+				close(fd);
+			fd = open_rec_file(bfd, r, cc[i].fid, k);
+		}
+		if (fd < 0)
+			continue;
+		uint64_t idx = tag_idx(desc[cc[i].c].d_tag), at = idx << TIER_CHUNK_SHIFT;
+		uint64_t len = FR_MIN((uint64_t)TIER_CHUNK_SIZE, r->r_size - at), got = 0;
+		while (got < len) {
+			ssize_t m = pread(fd, buf + got, len - got, (off_t)(at + got));
+			if (m <= 0)
+				break;
+			got += (uint64_t)m;
+		}
+		memset(buf + got, 0, len - got);
+		const char *chunk = img + th->th_data_off + cc[i].c * TIER_CHUNK_SIZE;
+		if (memcmp(chunk, buf, len) != 0) {
+			uint64_t b = 0;
+			while (chunk[b] == buf[b])
+				b++;
+			DAMAGE(k,
+			       "chunk %llu: clean, but record %u's backing file %.*s holds other "
+			       "bytes from offset %llu",
+			       (unsigned long long)cc[i].c, cc[i].fid, (int)r->r_pathlen, r->r_path,
+			       (unsigned long long)(at + b));
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+	free(cc);
+}
+
+/* settled: recovery has run, so what a crash leaves in flight (a chunk
+ * beside its interrupted replacement) no longer is: clean chunks are
+ * compared with the backing files too. */
+static void check_pool(const char *pool, struct check *k, int settled,
 		       void (*progress)(void *, uint64_t, uint64_t), void *parg)
 {
 	int fd = open(pool, O_RDONLY | O_CLOEXEC);
@@ -143,6 +247,8 @@ static void check_pool(const char *pool, struct check *k,
 				"slot %llu: two versions of one chunk (an overwrite was cut short)",
 				(unsigned long long)(c / 2));
 	}
+	if (settled)
+		check_clean_chunks(img, th, bfd, k);
 	if (th->th_consistency == TIER_EPOCH && th->th_journal_size >= 64) {
 		const struct tier_ejournal *j =
 		    (const struct tier_ejournal *)(img + th->th_journal_off);
@@ -173,10 +279,10 @@ int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 	pool_close(&p);
 	/* Damage first: recovery must not run on a pool it cannot explain. */
 	struct check k = {NULL, NULL, 0, 0};
-	check_pool(pool, &k, NULL, NULL);
+	check_pool(pool, &k, 0, NULL, NULL);
 	if (k.damaged) {
 		struct check again = {report, report_arg, 0, 0};
-		check_pool(pool, &again, progress, progress_arg);
+		check_pool(pool, &again, 0, progress, progress_arg);
 		return FERRITE_FSCK_UNCORRECTED;
 	}
 	/* Then recovery, as a mount does it (it is normal after a crash). */
@@ -193,6 +299,6 @@ int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 	}
 	tier_unmount(fs);
 	struct check after = {report, report_arg, 0, 0};
-	check_pool(pool, &after, progress, progress_arg);
+	check_pool(pool, &after, 1, progress, progress_arg);
 	return after.damaged || after.recoverable ? FERRITE_FSCK_UNCORRECTED : FERRITE_FSCK_CLEAN;
 }
