@@ -716,47 +716,44 @@ ssize_t tier_cache_read(struct tier *t, struct tier_file *tf, int kfd, const str
 
 /* ---- truncation, punching, removal --------------------------------------------------- */
 
-/* Invalidates the file's chunks with index in [from, to) (flush lock held);
- * clean_only: only those whose content the backing file holds (neither D
- * nor C), which C1 allows to drop at any time. */
-static void drop_some_chunks(struct tier *t, struct tier_file *tf, uint64_t from, uint64_t to,
-			     int clean_only)
+/* What sweep_chunks does to each valid chunk of a file in a range. */
+enum sweep {
+	SWEEP_DROP,	  /* invalidate it */
+	SWEEP_DROP_CLEAN, /* invalidate it if the backing file holds its content
+			   * (neither D nor C), which C1 allows at any time */
+	SWEEP_REDIRTY,	  /* mark it dirty: the backing file no longer holds it */
+};
+
+/* Applies what to the file's valid chunks with index in [from, to) (the
+ * flush lock held), both versions in epoch mode (the committed and the
+ * open one). */
+static void sweep_chunks(struct tier *t, struct tier_file *tf, uint64_t from, uint64_t to,
+			 enum sweep what)
 {
 	if (from >= to)
 		return;
 	uint64_t key = t->recs[tf->fid].r_key;
-	uint64_t keep = clean_only ? TAG_D | TAG_C : 0;
+	uint64_t skip = what == SWEEP_DROP_CLEAN ? TAG_D | TAG_C
+			: what == SWEEP_REDIRTY	 ? TAG_D
+						 : 0;
+	int whole = to - from >= t->nslots; /* every slot may hold some */
+	uint64_t nslots = whole ? t->nslots : to - from;
 	int any = 0;
-	if (to - from >= t->nslots) { /* every slot may hold some */
-		for (uint64_t s = 0; s < t->nslots; s++) {
-			pthread_mutex_t *lk = slot_lock(t, s);
-			pthread_mutex_lock(lk);
-			for (uint64_t c = 2 * s; c < 2 * s + 2; c++) {
-				uint64_t tag = tag_of(t, c);
-				if ((tag & TAG_V) && !(tag & keep) && tag_fid(tag) == tf->fid &&
-				    tag_idx(tag) >= from && tag_idx(tag) < to) {
-					tier_set_tag(t, c, 0);
-					any = 1;
-				}
-			}
-			pthread_mutex_unlock(lk);
+	for (uint64_t i = 0; i < nslots; i++) {
+		uint64_t s = whole ? i : slot_of(t, key, from + i);
+		pthread_mutex_t *lk = slot_lock(t, s);
+		pthread_mutex_lock(lk);
+		for (uint64_t c = 2 * s; c < 2 * s + 2; c++) {
+			uint64_t tag = tag_of(t, c);
+			if (!(tag & TAG_V) || (tag & skip) || tag_fid(tag) != tf->fid)
+				continue;
+			if (whole ? tag_idx(tag) < from || tag_idx(tag) >= to
+				  : tag_idx(tag) != from + i)
+				continue;
+			tier_set_tag(t, c, what == SWEEP_REDIRTY ? tag | TAG_D : 0);
+			any = 1;
 		}
-	} else {
-		for (uint64_t idx = from; idx < to; idx++) {
-			uint64_t s = slot_of(t, key, idx);
-			pthread_mutex_t *lk = slot_lock(t, s);
-			pthread_mutex_lock(lk);
-			/* Both versions, in epoch mode: the committed and the open. */
-			for (uint64_t c = 2 * s; c < 2 * s + 2; c++) {
-				uint64_t tag = tag_of(t, c);
-				if ((tag & TAG_V) && !(tag & keep) &&
-				    tag_same(tag, tag_make(tf->fid, idx, 0))) {
-					tier_set_tag(t, c, 0);
-					any = 1;
-				}
-			}
-			pthread_mutex_unlock(lk);
-		}
+		pthread_mutex_unlock(lk);
 	}
 	if (any)
 		pm_fence();
@@ -764,7 +761,14 @@ static void drop_some_chunks(struct tier *t, struct tier_file *tf, uint64_t from
 
 static void drop_chunks(struct tier *t, struct tier_file *tf, uint64_t from, uint64_t to)
 {
-	drop_some_chunks(t, tf, from, to, 0);
+	sweep_chunks(t, tf, from, to, SWEEP_DROP);
+}
+
+void tier_cache_redirty_file(struct tier *t, struct tier_file *tf)
+{
+	pthread_mutex_lock(&tf->flush_lock);
+	sweep_chunks(t, tf, 0, TAG_IDX_MASK, SWEEP_REDIRTY);
+	pthread_mutex_unlock(&tf->flush_lock);
 }
 
 int tier_cache_truncate(struct tier *t, struct tier_file *tf, int kfd, uint64_t size)
@@ -838,8 +842,13 @@ int tier_cache_punch(struct tier *t, struct tier_file *tf, int kfd, uint64_t off
 	uint64_t b = FR_ALIGN_DOWN(end, (uint64_t)TIER_CHUNK_SIZE);
 	if (a < b) {
 		/* Whole chunks: punched in the backing file and synced, then the
-		 * cached versions go (C4: the backing file now holds the zeros). */
+		 * cached versions go (C4: the backing file now holds the zeros).
+		 * The clean ones go first: once the hole is made they no longer
+		 * hold what the backing file does (C1), and a crash before they
+		 * went would let them show old bytes until evicted, then zeros.
+		 * A dirty one left by a crash is drained: its bytes read old. */
 		pthread_mutex_lock(&tf->flush_lock);
+		sweep_chunks(t, tf, a >> TIER_CHUNK_SHIFT, b >> TIER_CHUNK_SHIFT, SWEEP_DROP_CLEAN);
 		int fd = tf_wfd(t, tf, 0);
 		int rc = fd < 0 ? fd : 0;
 		if (!rc && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a,
@@ -914,7 +923,7 @@ void tier_cache_evict_clean(struct tier *t, struct tier_file *tf)
 	uint64_t size = FR_MAX(r->r_size, (uint64_t)FR_MAX(tf->size, 0));
 	uint64_t nchunks = (size + TIER_CHUNK_SIZE - 1) >> TIER_CHUNK_SHIFT;
 	if (__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED))
-		drop_some_chunks(t, tf, 0, nchunks, 1);
+		sweep_chunks(t, tf, 0, nchunks, SWEEP_DROP_CLEAN);
 	pthread_mutex_unlock(&tf->flush_lock);
 	pthread_rwlock_unlock(&tf->lock);
 	pthread_rwlock_unlock(&t->epoch_lock);

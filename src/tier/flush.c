@@ -17,7 +17,12 @@
  *               version is written later, by a flush that takes the same
  *               lock, so the backing file never goes back to older bytes;
  *             L3 in epoch mode a chunk is copied with the size of the same
- *               committed state (no commit is half applied meanwhile).
+ *               committed state (no commit is half applied meanwhile);
+ *             L4 D bits are cleared under the file's flush lock, which
+ *               whatever changes a backing file (write-back, truncation,
+ *               punching) holds: between the write and the clearing the
+ *               backing bytes cannot change, and a punch that follows
+ *               finds the chunks clean and drops them before it punches.
  * Crash argument: clearing D is the only PM change; if it is lost the chunk
  *   is written again after recovery, which is harmless.
  */
@@ -136,11 +141,13 @@ static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, 
 				f->written = 1;
 			}
 			pthread_mutex_unlock(lk);
-			if (!ok) {
-				j++;
-				break; /* the run ends at a chunk that changed */
-			}
 			j++;
+			/* The run ends at a chunk that changed, and at one beyond the
+			 * size (nothing of it is in the file, and it left its place
+			 * in the buffer uncopied: a later chunk must not be written
+			 * over that place). */
+			if (!ok || at >= size)
+				break;
 		}
 		/* The chunks whose bytes are beyond the size need no write. */
 		if (len && put_run(t, tf, bounce, start << TIER_CHUNK_SHIFT, len) != 0)
@@ -207,27 +214,42 @@ collected:
 		return fr_err(-e, "syncing %s: %s", t->backing, strerror(e));
 	}
 	int64_t cleaned = 0;
-	for (size_t i = 0; i < n; i++) {
-		struct fchunk *f = &fc[i];
-		if (!f->written)
-			continue;
-		pthread_mutex_t *lk = slot_lock(t, f->c / 2);
-		pthread_mutex_lock(lk);
-		/* L1: only if it still holds what was written. */
-		if (tag_of(t, f->c) == f->tag && chunk_desc(t, f->c)->d_seq == f->seq) {
-			struct tier_desc *d = chunk_desc(t, f->c);
-			uint64_t tag = f->tag & ~TAG_D;
-			pm_store8(&d->d_tag, tag);
-			pm_flush(&d->d_tag, 8);
-			tier_dirty_mark(t, f->c, 0);
-			struct tier_file *tf = t->files[f->fid]; /* alive: its chunk is valid */
-			if (tf)
+	for (size_t i = 0; i < n;) {
+		size_t j = i;
+		while (j < n && fc[j].fid == fc[i].fid)
+			j++;
+		/* L4: under the file's flush lock, so that nothing changed the
+		 * backing file between the write and here (a punch, say) while
+		 * the D bit is cleared: a chunk must never be clean unless the
+		 * backing file holds its bytes (cache.c C1). */
+		struct tier_file *tf = tf_ref(t, fc[i].fid);
+		if (tf)
+			pthread_mutex_lock(&tf->flush_lock);
+		for (size_t k = i; tf && k < j; k++) {
+			struct fchunk *f = &fc[k];
+			if (!f->written)
+				continue;
+			pthread_mutex_t *lk = slot_lock(t, f->c / 2);
+			pthread_mutex_lock(lk);
+			/* L1: only if it still holds what was written. */
+			if (tag_of(t, f->c) == f->tag && chunk_desc(t, f->c)->d_seq == f->seq &&
+			    t->files[f->fid] == tf) {
+				struct tier_desc *d = chunk_desc(t, f->c);
+				pm_store8(&d->d_tag, f->tag & ~TAG_D);
+				pm_flush(&d->d_tag, 8);
+				tier_dirty_mark(t, f->c, 0);
 				__atomic_fetch_sub(&tf->ndirty, 1, __ATOMIC_RELAXED);
-			cleaned++;
+				cleaned++;
+			}
+			pthread_mutex_unlock(lk);
 		}
-		pthread_mutex_unlock(lk);
+		if (tf) {
+			pm_fence();
+			pthread_mutex_unlock(&tf->flush_lock);
+			tf_put(t, tf);
+		}
+		i = j;
 	}
-	pm_fence();
 	/* Closed files now clean: their backing size and mtime catch up. */
 	for (size_t i = 0; i < n; i++) {
 		if (i && fc[i].fid == fc[i - 1].fid)

@@ -287,6 +287,9 @@ void tier_cache_drop_file(struct tier *t, struct tier_file *tf);
 /* Drops the file's clean chunks (their content is in the backing file), so
  * its record can be given to another file. */
 void tier_cache_evict_clean(struct tier *t, struct tier_file *tf);
+/* Marks every cached chunk of the file dirty: its backing file was made
+ * again and holds none of them. */
+void tier_cache_redirty_file(struct tier *t, struct tier_file *tf);
 /* Writes chunk c (valid, dirty) to its backing file and makes it durable;
  * the caller holds its slot lock. */
 int tier_flush_chunk_locked(struct tier *t, uint64_t c);
