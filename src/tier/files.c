@@ -795,6 +795,9 @@ static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
 	pm_fence();
 	tf->wfd = fd;
 	t->nwfd++;
+	/* The new file is empty: what the cache holds clean is now only there
+	 * (C1), so it is written back like any dirty chunk. */
+	tier_cache_redirty_file(t, tf);
 	return 0;
 }
 

@@ -10,8 +10,8 @@
  *     wrap-arounds counted, the backing directory complete after unmount;
  *   - recovery after a process dies: data of a file whose creation the
  *     backing file system lost is made again (at its path, else in
- *     .ferrite-lost+found), and epoch consistency keeps exactly what fsync
- *     acknowledged;
+ *     .ferrite-lost+found), including what the cache held clean, and epoch
+ *     consistency keeps exactly what fsync acknowledged;
  *   - removed files: an open unlinked file keeps its data until its last
  *     close; a hard link keeps the data after the other name goes;
  *   - a memory mapping (the backing file's, once the cache drained it) and
@@ -458,6 +458,54 @@ static int lost_creation(void)
 	return 0;
 }
 
+/* Like lost_creation, but the file's chunks had been drained and were cached
+ * clean when the process died: the file made again is empty, so the cache
+ * must write them to it -- after an unmount (which drains) the backing file
+ * itself holds the data, and fsck (which compares clean chunks with their
+ * backing files) is clean. */
+static int lost_clean_file(void)
+{
+	const char *d = scratch("lostclean");
+	char pool[300], backing[300];
+	snprintf(pool, sizeof pool, "%s/p.pool", d);
+	snprintf(backing, sizeof backing, "%s/b", d);
+	FT_OK(mkfs_tier(pool, backing, 16 * MIB, 0, 60000, 0));
+	pid_t pid = fork();
+	if (pid == 0) {
+		struct ferrite_mount_opts mo = {.tier_flush_ms = 1};
+		ferrite_fs *fs;
+		if (ferrite_mount(pool, &mo, &fs) != 0)
+			_exit(2);
+		if (write_pattern(fs, "/c", 300000, 23))
+			_exit(3);
+		struct ferrite_tier_info ti = {0};
+		for (int i = 0; i < 5000; i++) { /* until the flusher made it clean */
+			if (ferrite_tier_stats(pool, &ti) == 0 && !ti.dirty_chunks &&
+			    ti.valid_chunks)
+				break;
+			usleep(1000);
+		}
+		if (ti.dirty_chunks || !ti.valid_chunks)
+			_exit(4);
+		kill(getpid(), SIGKILL); /* no unmount */
+	}
+	int status;
+	waitpid(pid, &status, 0);
+	FT_CHECK(WIFSIGNALED(status), "the child must die by SIGKILL (status %d)", status);
+	char c[320];
+	snprintf(c, sizeof c, "%s/c", backing);
+	FT_CHECK(unlink(c) == 0, "remove %s: %s", c, strerror(errno));
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_RUN(check_pattern(fs, "/c", 300000, 23));
+	FT_OK(ferrite_unmount(fs));
+	FT_RUN(check_backing(c, 300000, 23));
+	FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	unlink(pool);
+	scratch_done();
+	return 0;
+}
+
 /* Epoch consistency: what fsync acknowledged survives the death of the
  * process; what came after it (in an epoch never ended) does not. */
 static int epoch_durability(void)
@@ -651,17 +699,12 @@ static int record_reuse(void)
 }
 
 static const struct ft_case cases[] = {
-    {"record_reuse", record_reuse, 0},
-    {"mapping", mapping, 0},
-    {"bad_backing", bad_backing, 0},
-    {"readonly_backing", readonly_backing, 0},
-    {"full_backing", full_backing, 0},
-    {"larger_than_cache", larger_than_cache, 0},
-    {"writeback_modes", writeback_modes, 0},
-    {"long_write", long_write, 0},
-    {"lost_creation", lost_creation, 0},
-    {"epoch_durability", epoch_durability, 0},
-    {"removal", removal, 0},
+    {"record_reuse", record_reuse, 0},	       {"mapping", mapping, 0},
+    {"bad_backing", bad_backing, 0},	       {"readonly_backing", readonly_backing, 0},
+    {"full_backing", full_backing, 0},	       {"larger_than_cache", larger_than_cache, 0},
+    {"writeback_modes", writeback_modes, 0},   {"long_write", long_write, 0},
+    {"lost_creation", lost_creation, 0},       {"lost_clean_file", lost_clean_file, 0},
+    {"epoch_durability", epoch_durability, 0}, {"removal", removal, 0},
 };
 
 int main(int argc, char **argv)
