@@ -27,20 +27,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "ferrite.h"
 
 #define UNIT ((size_t)2 << 20)
-
-static volatile int *flag; /* MAP_SHARED: 1 = the pwrite starts */
 
 static void die(const char *what, int64_t r)
 {
@@ -48,7 +42,7 @@ static void die(const char *what, int64_t r)
 	_exit(3);
 }
 
-static void child(const char *pool)
+static void child(const char *pool, volatile int *flag)
 {
 	ferrite_fs *fs;
 	int r = ferrite_mount(pool, NULL, &fs);
@@ -82,20 +76,9 @@ static void child(const char *pool)
 /* The recovered /hole: 0 if every byte is 0 or 0x11, else 1 with a message. */
 static int check(const char *pool, int round, long delay)
 {
-	char why[4096];
-	int r = fm_ferrite_fsck(pool, why, sizeof why);
-	if (r != FERRITE_FSCK_CLEAN) {
-		fprintf(stderr, "round %d (kill after %ld us): fsck not clean:\n%s\n", round, delay,
-			why);
-		return 1;
-	}
 	ferrite_fs *fs;
-	r = ferrite_mount(pool, NULL, &fs);
-	if (r < 0) {
-		fprintf(stderr, "round %d: ferrite_mount = %s: %s\n", round, fm_errname(r),
-			ferrite_errmsg());
+	if (fm_kill_fsck_mount(pool, round, delay, (void **)&fs))
 		return 1;
-	}
 	int rc = 0;
 	struct stat st;
 	int fd = ferrite_open(fs, "/hole", O_RDONLY, 0);
@@ -144,61 +127,15 @@ out:
 
 int main(int argc, char **argv)
 {
-	int rounds = 300;
-	uint64_t seed = 1;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
-			rounds = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 0);
-		else {
-			fprintf(stderr, "usage: hole_kill_test [--rounds N] [--seed S]\n");
-			return 2;
-		}
-	}
-	char pool[128], why[1024];
-	snprintf(pool, sizeof pool, "/dev/shm/ferrite-holekill-%d.pool", (int)getpid());
-	if (fm_ferrite_mkfs(pool, 64u << 20, FERRITE_MODE_SYNC, why, sizeof why) < 0) {
-		fprintf(stderr, "%s\n", why);
-		unlink(pool);
-		return 2;
-	}
-	flag = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (flag == MAP_FAILED)
-		return 2;
-	struct fm_rng rng = {fm_mix(seed, 0x401e)};
-	int inside = 0;
-	for (int round = 0; round < rounds; round++) {
-		*flag = 0;
-		long delay = (long)fm_below(&rng, 400);
-		fflush(stderr);
-		pid_t pid = fork();
-		if (pid < 0)
-			return 2;
-		if (pid == 0)
-			child(pool);
-		int st;
-		for (;;) {
-			if (__atomic_load_n(flag, __ATOMIC_ACQUIRE))
-				break;
-			if (waitpid(pid, &st, WNOHANG) == pid) {
-				fprintf(stderr, "round %d: the child exited early (status 0x%x)\n",
-					round, st);
-				return 1;
-			}
-		}
-		struct timespec ts = {0, delay * 1000};
-		nanosleep(&ts, NULL);
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-		if (check(pool, round, delay)) {
-			fprintf(stderr, "hole_kill_test: FAILED in round %d (seed %llu); kept %s\n",
-				round, (unsigned long long)seed, pool);
-			return 1;
-		}
-		inside++;
-	}
-	printf("hole_kill_test passed: %d kills during a write into a hole below EOF\n", inside);
-	unlink(pool);
-	return 0;
+	static const struct fm_kill_test kt = {
+	    .name = "hole_kill_test",
+	    .mode = FERRITE_MODE_SYNC,
+	    .pool_mib = 64,
+	    .rounds = 300,
+	    .max_delay_us = 400,
+	    .child = child,
+	    .check = check,
+	    .passed = "kills during a write into a hole below EOF",
+	};
+	return fm_kill_main(argc, argv, &kt);
 }

@@ -28,12 +28,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -42,8 +39,6 @@
 #define FILE_LEN   ((size_t)4 << 20)
 #define HOLE_START ((size_t)65536 + 100)
 #define HOLE_END   (FILE_LEN - 5000)
-
-static volatile int *flag; /* MAP_SHARED: 1 = the punch starts */
 
 static unsigned char pattern_at(size_t i)
 {
@@ -56,7 +51,7 @@ static void die(const char *what, int64_t r)
 	_exit(3);
 }
 
-static void child(const char *pool)
+static void child(const char *pool, volatile int *flag)
 {
 	struct ferrite_mount_opts mo = {.tier_flush_ms = 1};
 	ferrite_fs *fs;
@@ -143,23 +138,12 @@ static int check_file(ferrite_fs *fs, int round, long delay, unsigned char **out
 
 static int check(const char *pool, int round, long delay)
 {
-	char why[4096];
-	int r = fm_ferrite_fsck(pool, why, sizeof why);
-	if (r != FERRITE_FSCK_CLEAN) {
-		fprintf(stderr, "round %d (kill after %ld us): fsck not clean:\n%s\n", round, delay,
-			why);
-		return 1;
-	}
 	ferrite_fs *fs;
-	r = ferrite_mount(pool, NULL, &fs);
-	if (r < 0) {
-		fprintf(stderr, "round %d: ferrite_mount = %s: %s\n", round, fm_errname(r),
-			ferrite_errmsg());
+	if (fm_kill_fsck_mount(pool, round, delay, (void **)&fs))
 		return 1;
-	}
 	unsigned char *seen;
 	int rc = check_file(fs, round, delay, &seen);
-	r = ferrite_unmount(fs); /* drains: the backing file is the whole truth now */
+	int r = ferrite_unmount(fs); /* drains: the backing file is the whole truth now */
 	if (r < 0) {
 		fprintf(stderr, "round %d: ferrite_unmount = %s: %s\n", round, fm_errname(r),
 			ferrite_errmsg());
@@ -192,61 +176,15 @@ static int check(const char *pool, int round, long delay)
 
 int main(int argc, char **argv)
 {
-	int rounds = 200;
-	uint64_t seed = 1;
-	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--rounds") && i + 1 < argc)
-			rounds = atoi(argv[++i]);
-		else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-			seed = strtoull(argv[++i], NULL, 0);
-		else {
-			fprintf(stderr, "usage: punch_kill_test [--rounds N] [--seed S]\n");
-			return 2;
-		}
-	}
-	char pool[128], why[1024];
-	snprintf(pool, sizeof pool, "/dev/shm/ferrite-punchkill-%d.pool", (int)getpid());
-	if (fm_ferrite_mkfs(pool, 32u << 20, FM_MODE_TIER, why, sizeof why) < 0) {
-		fprintf(stderr, "%s\n", why);
-		fm_pool_remove(pool);
-		return 2;
-	}
-	flag = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-	if (flag == MAP_FAILED)
-		return 2;
-	struct fm_rng rng = {fm_mix(seed, 0x9c4)};
-	for (int round = 0; round < rounds; round++) {
-		*flag = 0;
-		long delay = (long)fm_below(&rng, 1500);
-		fflush(stderr);
-		pid_t pid = fork();
-		if (pid < 0)
-			return 2;
-		if (pid == 0)
-			child(pool);
-		int st;
-		for (;;) {
-			if (__atomic_load_n(flag, __ATOMIC_ACQUIRE))
-				break;
-			if (waitpid(pid, &st, WNOHANG) == pid) {
-				fprintf(stderr, "round %d: the child exited early (status 0x%x)\n",
-					round, st);
-				return 1;
-			}
-		}
-		struct timespec ts = {0, delay * 1000};
-		nanosleep(&ts, NULL);
-		kill(pid, SIGKILL);
-		waitpid(pid, &st, 0);
-		if (check(pool, round, delay)) {
-			fprintf(stderr,
-				"punch_kill_test: FAILED in round %d (seed %llu); kept %s\n", round,
-				(unsigned long long)seed, pool);
-			return 1;
-		}
-	}
-	printf("punch_kill_test passed: %d kills during a punch through clean cached chunks\n",
-	       rounds);
-	fm_pool_remove(pool);
-	return 0;
+	static const struct fm_kill_test kt = {
+	    .name = "punch_kill_test",
+	    .mode = FM_MODE_TIER,
+	    .pool_mib = 32,
+	    .rounds = 200,
+	    .max_delay_us = 1500,
+	    .child = child,
+	    .check = check,
+	    .passed = "kills during a punch through clean cached chunks",
+	};
+	return fm_kill_main(argc, argv, &kt);
 }

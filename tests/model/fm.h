@@ -337,4 +337,29 @@ int fm_tree_count(struct fm_backend *be, const char *root, struct fm_counts *c);
 int fm_rm_rf(const char *path);
 const char *fm_errname(int64_t ret); /* "ENOENT" for -ENOENT, the number otherwise */
 
+/* ---- targeted kill tests ---------------------------------------------------- */
+
+struct fm_kill_test {
+	const char *name; /* the program's, for messages and the pool's file name */
+	int mode;	  /* of the pool: FERRITE_MODE_SYNC, FM_MODE_TIER, ... */
+	uint64_t pool_mib;
+	int rounds; /* default of --rounds */
+	long max_delay_us;
+	/* Sets *flag (release) as the moment of interest begins; never returns. */
+	void (*child)(const char *pool, volatile int *flag);
+	/* After the kill: 0 when the pool shows what it must. */
+	int (*check)(const char *pool, int round, long delay);
+	const char *passed; /* "kills during ...", printed with the count */
+};
+/* The main of a targeted kill test, `NAME [--rounds N] [--seed S]`: formats a
+ * pool, then each round forks the child, waits until it sets its flag,
+ * sleeps a random delay below max_delay_us (from the seed), SIGKILLs it and
+ * runs the check. Returns 0 when every round passed (the pool is removed),
+ * 1 on a failure (reported on stderr, the pool kept), 2 on a usage or
+ * harness error. */
+int fm_kill_main(int argc, char **argv, const struct fm_kill_test *kt);
+/* The first steps of a check: fsck must be clean, then the pool mounts into
+ * *fs (void *: a ferrite_fs). 0, or 1 after a message on stderr. */
+int fm_kill_fsck_mount(const char *pool, int round, long delay, void **fs);
+
 #endif

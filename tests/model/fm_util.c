@@ -1,6 +1,6 @@
 /*
- * fm_util.c -- deterministic random numbers and data, recursive removal and
- * errno names for the model and crash tests. Determinism here is what makes a
+ * fm_util.c -- deterministic random numbers and data, recursive removal,
+ * errno names and the kill loop of the targeted crash tests. Determinism here is what makes a
  * failing seed replayable: the same seed yields the same ops and the same bytes.
  */
 #ifndef _GNU_SOURCE
@@ -8,10 +8,17 @@
 #endif
 #include "fm.h"
 
+#include "ferrite.h"
+
 #include <errno.h>
 #include <ftw.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 uint64_t fm_rand(struct fm_rng *r)
@@ -90,4 +97,97 @@ const char *fm_errname(int64_t ret)
 		return n;
 	snprintf(buf, sizeof buf, "-%lld", (long long)-ret);
 	return buf;
+}
+
+int fm_kill_fsck_mount(const char *pool, int round, long delay, void **fs)
+{
+	char why[4096];
+	int r = fm_ferrite_fsck(pool, why, sizeof why);
+	if (r != FERRITE_FSCK_CLEAN) {
+		fprintf(stderr, "round %d (kill after %ld us): fsck not clean:\n%s\n", round, delay,
+			why);
+		return 1;
+	}
+	r = ferrite_mount(pool, NULL, (ferrite_fs **)fs);
+	if (r < 0) {
+		fprintf(stderr, "round %d: ferrite_mount = %s: %s\n", round, fm_errname(r),
+			ferrite_errmsg());
+		return 1;
+	}
+	return 0;
+}
+
+static int kill_rounds(const struct fm_kill_test *kt, const char *pool, int rounds, uint64_t seed)
+{
+	volatile int *flag =
+	    mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	if (flag == MAP_FAILED)
+		return 2;
+	struct fm_rng rng = {fm_mix(seed, 0x401e)};
+	int rc = 0;
+	for (int round = 0; round < rounds && !rc; round++) {
+		*flag = 0;
+		long delay = (long)fm_below(&rng, (uint64_t)kt->max_delay_us);
+		fflush(stderr);
+		pid_t pid = fork();
+		if (pid < 0) {
+			rc = 2;
+			break;
+		}
+		if (pid == 0) {
+			kt->child(pool, flag);
+			_exit(0);
+		}
+		int st;
+		while (!rc && !__atomic_load_n(flag, __ATOMIC_ACQUIRE)) {
+			if (waitpid(pid, &st, WNOHANG) == pid) {
+				fprintf(stderr,
+					"%s: round %d: the child ended early (status 0x%x)\n",
+					kt->name, round, st);
+				rc = 1;
+			}
+		}
+		if (rc)
+			break;
+		struct timespec ts = {0, delay * 1000};
+		nanosleep(&ts, NULL);
+		kill(pid, SIGKILL);
+		waitpid(pid, &st, 0);
+		if (kt->check(pool, round, delay)) {
+			fprintf(stderr, "%s: FAILED in round %d (seed %llu); kept %s\n", kt->name,
+				round, (unsigned long long)seed, pool);
+			rc = 1;
+		}
+	}
+	munmap((void *)flag, 4096);
+	return rc;
+}
+
+int fm_kill_main(int argc, char **argv, const struct fm_kill_test *kt)
+{
+	int rounds = kt->rounds;
+	uint64_t seed = 1;
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--rounds") && i + 1 < argc) {
+			rounds = atoi(argv[++i]);
+		} else if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
+			seed = strtoull(argv[++i], NULL, 0);
+		} else {
+			fprintf(stderr, "usage: %s [--rounds N] [--seed S]\n", kt->name);
+			return 2;
+		}
+	}
+	char pool[160], why[1024];
+	snprintf(pool, sizeof pool, "/dev/shm/ferrite-%s-%d.pool", kt->name, (int)getpid());
+	if (fm_ferrite_mkfs(pool, kt->pool_mib << 20, kt->mode, why, sizeof why) < 0) {
+		fprintf(stderr, "%s\n", why);
+		fm_pool_remove(pool);
+		return 2;
+	}
+	int rc = kill_rounds(kt, pool, rounds, seed);
+	if (rc)
+		return rc;
+	printf("%s passed: %d %s\n", kt->name, rounds, kt->passed);
+	fm_pool_remove(pool);
+	return 0;
 }
