@@ -85,7 +85,8 @@ static int open_rec_file(int bfd, const struct tier_rec *r, uint32_t fid, struct
 /* Compares every clean chunk of a live record with its backing file below
  * the record's size (bytes past the backing file's end count as zeros). */
 static void check_clean_chunks(const char *img, const struct tier_header *th, int bfd,
-			       struct check *k)
+			       struct check *k, void (*progress)(void *, uint64_t, uint64_t),
+			       void *parg)
 {
 	const struct tier_rec *recs = (const struct tier_rec *)(img + th->th_rec_off);
 	const struct tier_desc *desc = (const struct tier_desc *)(img + th->th_desc_off);
@@ -108,6 +109,9 @@ static void check_clean_chunks(const char *img, const struct tier_header *th, in
 	char buf[TIER_CHUNK_SIZE];
 	int fd = -1;
 	for (uint64_t i = 0; i < n; i++) {
+		/* The second half of the progress: the first was the tags. */
+		if (progress && i % 16384 == 0)
+			progress(parg, nchunks + i * nchunks / n, 2 * nchunks);
 		const struct tier_rec *r = &recs[cc[i].fid];
 		if (!i || cc[i].fid != cc[i - 1].fid) {
 			if (fd >= 0)
@@ -226,7 +230,7 @@ static void check_pool(const char *pool, struct check *k, int settled,
 	}
 	for (uint64_t c = 0; c < nchunks; c++) {
 		if (progress && c % 65536 == 0)
-			progress(parg, c, nchunks);
+			progress(parg, c, settled ? 2 * nchunks : nchunks);
 		uint64_t tag = desc[c].d_tag;
 		if (!(tag & TAG_V))
 			continue;
@@ -248,7 +252,7 @@ static void check_pool(const char *pool, struct check *k, int settled,
 				(unsigned long long)(c / 2));
 	}
 	if (settled)
-		check_clean_chunks(img, th, bfd, k);
+		check_clean_chunks(img, th, bfd, k, progress, parg);
 	if (th->th_consistency == TIER_EPOCH && th->th_journal_size >= 64) {
 		const struct tier_ejournal *j =
 		    (const struct tier_ejournal *)(img + th->th_journal_off);
