@@ -122,11 +122,20 @@ static void check_clean_chunks(const char *img, const struct tier_header *th, in
 			continue;
 		uint64_t idx = tag_idx(desc[cc[i].c].d_tag), at = idx << TIER_CHUNK_SHIFT;
 		uint64_t len = FR_MIN((uint64_t)TIER_CHUNK_SIZE, r->r_size - at), got = 0;
-		while (got < len) {
-			ssize_t m = pread(fd, buf + got, len - got, (off_t)(at + got));
-			if (m <= 0)
-				break;
-			got += (uint64_t)m;
+		ssize_t m = 1;
+		while (got < len && m > 0) {
+			m = pread(fd, buf + got, len - got, (off_t)(at + got));
+			if (m < 0 && errno == EINTR)
+				m = 1;
+			else if (m > 0)
+				got += (uint64_t)m;
+		}
+		if (m < 0) {
+			DAMAGE(k, "record %u: reading its backing file %.*s: %s", cc[i].fid,
+			       (int)r->r_pathlen, r->r_path, strerror(errno));
+			close(fd);
+			fd = -1;
+			continue;
 		}
 		memset(buf + got, 0, len - got);
 		const char *chunk = img + th->th_data_off + cc[i].c * TIER_CHUNK_SIZE;
