@@ -266,29 +266,40 @@ static const struct log_entry *live_entry(struct meta *m, struct log_slot *s)
 	return e;
 }
 
-/* Runs must stay inside the pool and out of the superblock and log area. */
+/* Is [off, off + bytes) a range transactions may write? Unit 0 holds the
+ * superblock (page 0), the space header and state (pages 1-2) and the backup
+ * superblock; the log slots follow; every other byte up to the pool's end is
+ * allocator bitmaps or data. Overflow-safe: off and bytes come from PM. */
+static int run_target_ok(struct meta *m, uint64_t off, uint64_t bytes)
+{
+	uint64_t size = m->sp.pool->size;
+	if (off & 7 || off > size || bytes > size - off)
+		return 0;
+	if (off >= SB_SPACE_OFF && off + bytes <= SB_STATE_OFF + FR_PAGE_SIZE)
+		return 1;
+	return off >= m->sb->sb_meta_end;
+}
+
+/* Runs must stay inside the pool and out of the superblocks and log area. */
 static int runs_sane(struct meta *m, const struct log_entry *e)
 {
 	const char *runs = (const char *)(e + 1);
-	uint64_t log_end = m->sb->sb_log_off + (uint64_t)m->nlogs * m->sb->sb_log_size;
 	uint32_t n = 0;
 	for (uint64_t p = 0; p < e->le_nbytes; n++) {
 		struct log_run r;
-		if (p + sizeof(r) > e->le_nbytes)
+		if (e->le_nbytes - p < sizeof(r))
 			return 0;
 		memcpy(&r, runs + p, sizeof(r));
 		uint64_t bytes = 8ULL * r.lr_nwords;
-		if (r.lr_off & 7 || r.lr_off < SB_SPACE_OFF ||
-		    r.lr_off + bytes > m->sp.pool->size ||
-		    (r.lr_off < log_end && r.lr_off + bytes > m->sb->sb_log_off) ||
-		    p + sizeof(r) + bytes > e->le_nbytes)
+		if (!run_target_ok(m, r.lr_off, bytes) || e->le_nbytes - p - sizeof(r) < bytes)
 			return 0;
 		p += sizeof(r) + bytes;
 	}
 	return n == e->le_nruns;
 }
 
-int log_recover(struct meta *m)
+/* apply 0: only counts the entries a recovery would replay (fsck -n). */
+static int recover(struct meta *m, int apply)
 {
 	int replayed = 0;
 	for (uint32_t i = 0; i < m->nlogs; i++) {
@@ -303,13 +314,27 @@ int log_recover(struct meta *m)
 				      "log slot %u holds an entry that points outside the "
 				      "pool (run `ferrite fsck`)",
 				      i);
-		apply_runs(m, (const char *)(e + 1), e->le_nbytes);
-		pm_fence();
-		pm_publish8(&s->ls_retired, e->le_seq);
+		if (apply) {
+			apply_runs(m, (const char *)(e + 1), e->le_nbytes);
+			pm_fence();
+			pm_publish8(&s->ls_retired, e->le_seq);
+		}
 		replayed++;
 	}
-	m->recovered_entries = (uint64_t)replayed;
 	return replayed;
+}
+
+int log_recover(struct meta *m)
+{
+	int n = recover(m, 1);
+	if (n >= 0)
+		m->recovered_entries = (uint64_t)n;
+	return n;
+}
+
+int log_pending(struct meta *m)
+{
+	return recover(m, 0);
 }
 
 int log_check(struct meta *m, fr_report_fn report, void *arg)
