@@ -308,6 +308,11 @@ int mm_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len);
 int mm_punch(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 void dirstream_close_all(ferrite_fs *fs);
 
+/* mount.c: FS_VIEW_PRIVATE, a view of the pool that writes nothing. */
+enum { FS_VIEW_SHARED = 0, FS_VIEW_PRIVATE = 1 };
+int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int view,
+		  ferrite_fs **out);
+
 /* fsck (fsck.c) */
 int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 	    void (*progress)(void *, uint64_t, uint64_t), void *parg);

@@ -16,6 +16,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -584,7 +587,7 @@ int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 static int fix_superblock(const char *pool, int repair, fr_report_fn report, void *rarg, int *fixed)
 {
 	struct pool p;
-	int rc = pool_open(&p, pool, 0);
+	int rc = pool_open(&p, pool, repair ? 0 : POOL_PRIVATE);
 	if (rc)
 		return rc;
 	struct fr_super a, b;
@@ -622,6 +625,78 @@ static int fix_superblock(const char *pool, int repair, fr_report_fn report, voi
 	return rc;
 }
 
+/* MemAvailable in bytes, or 0 if unknown. */
+static uint64_t mem_available(void)
+{
+	FILE *f = fopen("/proc/meminfo", "re");
+	unsigned long long kb = 0;
+	char line[128];
+	while (f && fgets(line, sizeof(line), f))
+		if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
+			break;
+	if (f)
+		fclose(f);
+	return (uint64_t)kb * 1024;
+}
+
+static int copy_fd(int from, int to, uint64_t size)
+{
+	static const size_t chunk = 1 << 20;
+	char *buf = NULL;
+	for (uint64_t off = 0; off < size;) {
+		loff_t a = (loff_t)off, b = (loff_t)off;
+		ssize_t n = buf ? -1 : copy_file_range(from, &a, to, &b, size - off, 0);
+		if (n < 0) {
+			if (!buf && !(buf = malloc(chunk)))
+				return -ENOMEM;
+			n = pread(from, buf, FR_MIN(chunk, size - off), (off_t)off);
+			if (n > 0 && pwrite(to, buf, (size_t)n, (off_t)off) != n)
+				n = -1;
+		}
+		if (n <= 0) {
+			free(buf);
+			return -EIO;
+		}
+		off += (uint64_t)n;
+	}
+	free(buf);
+	return 0;
+}
+
+/* fsck -n on a pool that a mount would change first (log entries to replay,
+ * orphans to release): the check runs on a private copy in memory, recovered
+ * there, while *lock_fd keeps others from opening the pool. */
+static int mount_copy(const char *pool, int *lock_fd, int *copy_fd_out, ferrite_fs **out)
+{
+	int fd = open(pool, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return fr_err(-errno, "%s: cannot open: %s", pool, strerror(errno));
+	*lock_fd = fd;
+	if (flock(fd, LOCK_EX | LOCK_NB))
+		return fr_err(-EBUSY, "%s: pool is in use by another process or mount", pool);
+	struct fr_super sb;
+	struct stat st;
+	const char *why;
+	if (fstat(fd, &st) || pread(fd, &sb, sizeof(sb), SB_OFF) != (ssize_t)sizeof(sb) ||
+	    meta_super_check(&sb, (uint64_t)st.st_size, &why))
+		return fr_err(-EUCLEAN, "%s: superblock damaged", pool);
+	uint64_t avail = mem_available();
+	if (avail && sb.sb_pool_size > avail / 2)
+		return fr_err(-ENOMEM,
+			      "%s: recovery is pending and a private copy of the pool (%llu MiB) "
+			      "does not fit in memory; check without -n, or mount the pool once",
+			      pool, (unsigned long long)(sb.sb_pool_size >> 20));
+	int mfd = memfd_create("ferrite-fsck-n", MFD_CLOEXEC);
+	if (mfd < 0)
+		return fr_err(-errno, "cannot make a private copy: %s", strerror(errno));
+	*copy_fd_out = mfd;
+	if (ftruncate(mfd, (off_t)sb.sb_pool_size) || copy_fd(fd, mfd, sb.sb_pool_size))
+		return fr_err(-EIO, "%s: cannot make a private copy of the pool", pool);
+	char path[64];
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", mfd);
+	return pmfs_mount(path, NULL, out);
+}
+
 int pmfs_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
 	      void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
 	      void *progress_arg)
@@ -639,9 +714,26 @@ int pmfs_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 		return api_end(rc);
 	}
 	int sb_bad = rc == 1;
-	ferrite_fs *fs;
-	rc = pmfs_mount(pool, NULL, &fs);
+	ferrite_fs *fs = NULL;
+	int lock_fd = -1, copy_fd = -1;
+	if (repair) {
+		rc = pmfs_mount(pool, NULL, &fs);
+	} else {
+		/* -n writes nothing: a private view, or a private copy when a
+		 * mount would have to recover the pool first. */
+		rc = fs_mount_view(pool, NULL, FS_VIEW_PRIVATE, &fs);
+		if (rc == -EAGAIN || rc == -EOPNOTSUPP) {
+			fr_report(report, report_arg,
+				  "info: recovery is pending; checking a private copy of the "
+				  "pool recovered in memory (-n changes nothing)");
+			rc = mount_copy(pool, &lock_fd, &copy_fd, &fs);
+		}
+	}
 	if (rc) {
+		if (copy_fd >= 0)
+			close(copy_fd);
+		if (lock_fd >= 0)
+			close(lock_fd);
 		if (rc == -EUCLEAN) {
 			fr_report(report, report_arg, "%s", ferrite_errmsg());
 			return FERRITE_FSCK_UNCORRECTED;
@@ -654,6 +746,10 @@ int pmfs_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 			  (unsigned long long)fs->m.recovered_entries);
 	rc = fs_fsck(fs, repair, report, report_arg, progress, progress_arg);
 	pmfs_unmount(fs);
+	if (copy_fd >= 0)
+		close(copy_fd);
+	if (lock_fd >= 0)
+		close(lock_fd);
 	if (rc < 0)
 		return api_end(rc);
 	if (sb_bad)

@@ -100,7 +100,12 @@ static void fs_free(ferrite_fs *fs)
 	free(fs);
 }
 
-int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out)
+/* view: FS_VIEW_PRIVATE mounts a private view that writes nothing (fsck -n):
+ * -EAGAIN if that view would not show the pool as a mount leaves it (log
+ * entries to replay, orphans to release), or -EOPNOTSUPP where the pool
+ * cannot be mapped copy-on-write. */
+int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int view,
+		  ferrite_fs **out)
 {
 	fr_err_clear();
 	if (!out)
@@ -118,7 +123,7 @@ int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_
 	fs->h.engine = FR_ENGINE_PM;
 	int rc = fs_init_volatile(fs);
 	if (!rc)
-		rc = meta_open(&fs->m, pool);
+		rc = meta_open(&fs->m, pool, view == FS_VIEW_PRIVATE ? META_PRIVATE : 0);
 	if (rc) {
 		fs_free(fs);
 		return api_end(rc);
@@ -134,15 +139,27 @@ int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_
 		rc = fr_err(-EUCLEAN, "%s: root directory damaged (run `ferrite fsck`)", pool);
 		goto fail;
 	}
-	rc = orphan_cleanup(fs);
-	if (rc < 0)
-		goto fail;
+	if (view == FS_VIEW_PRIVATE) {
+		if (fs->m.pending_entries || fs->m.st->st_orphan_head) {
+			rc = -EAGAIN;
+			goto fail;
+		}
+	} else {
+		rc = orphan_cleanup(fs);
+		if (rc < 0)
+			goto fail;
+	}
 	*out = fs;
 	return 0;
 fail:
 	meta_close(&fs->m);
 	fs_free(fs);
 	return api_end(rc);
+}
+
+int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out)
+{
+	return fs_mount_view(pool, opts, FS_VIEW_SHARED, out);
 }
 
 int pmfs_unmount(ferrite_fs *fs)

@@ -32,6 +32,7 @@ struct meta {
 	int64_t log_free_head; /* index of a free slot or -1 */
 	int log_waiters;       /* threads waiting for a free slot */
 	uint64_t recovered_entries;
+	uint64_t pending_entries; /* META_PRIVATE: entries recovery would replay */
 };
 
 /* ---- superblock / pool lifecycle (super.c) ------------------------------ */
@@ -47,8 +48,11 @@ struct meta_mkfs_params {
  * fs layer create the root directory before the superblock is published. */
 int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
 	      int (*make_root)(struct meta *m, struct tx *tx, void *arg), void *arg);
-/* Opens, validates, maps, attaches and recovers (replays the logs). */
-int meta_open(struct meta *m, const char *path);
+/* Opens, validates, maps, attaches and recovers (replays the logs).
+ * META_PRIVATE: a private view that writes nothing (pool.h POOL_PRIVATE);
+ * recovery is not run, m->pending_entries counts what it would replay. */
+#define META_PRIVATE 1
+int meta_open(struct meta *m, const char *path, int flags);
 void meta_close(struct meta *m);
 /* Superblock validation with a one-line reason (mount and fsck). */
 int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char **why);
@@ -85,6 +89,8 @@ void log_retire(struct meta *m, struct log_ctx *lc);
 /* Mount-time recovery: replays every complete, unretired entry. Returns the
  * number replayed or -EUCLEAN. */
 int log_recover(struct meta *m);
+/* The entries log_recover would replay, without replaying them. */
+int log_pending(struct meta *m);
 /* fsck: reports slots with a damaged header or a live entry. */
 int log_check(struct meta *m, fr_report_fn report, void *arg);
 /* mkfs: initialises every slot header. */

@@ -188,7 +188,7 @@ int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
 	if (!m)
 		return -ENOMEM;
 	struct pool *p = &m->pool;
-	int rc = pool_open(p, path, 1);
+	int rc = pool_open(p, path, POOL_CREATE);
 	if (rc) {
 		free(m);
 		return rc;
@@ -285,11 +285,11 @@ out:
 	return rc;
 }
 
-int meta_open(struct meta *m, const char *path)
+int meta_open(struct meta *m, const char *path, int flags)
 {
 	memset(m, 0, sizeof(*m));
 	struct pool *p = &m->pool;
-	int rc = pool_open(p, path, 0);
+	int rc = pool_open(p, path, (flags & META_PRIVATE) ? POOL_PRIVATE : 0);
 	if (rc)
 		return rc;
 	struct fr_super sb;
@@ -326,7 +326,9 @@ int meta_open(struct meta *m, const char *path)
 		fr_err(rc, "%s: %s", path, fr_err_get());
 		goto fail;
 	}
-	rc = log_recover(m);
+	rc = (flags & META_PRIVATE) ? log_pending(m) : log_recover(m);
+	if (rc >= 0 && (flags & META_PRIVATE))
+		m->pending_entries = (uint64_t)rc;
 	if (rc < 0) {
 		fr_err(rc, "%s: %s", path, fr_err_get());
 		goto fail;

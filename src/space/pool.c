@@ -170,15 +170,16 @@ void pool_prepare_default_dir(const char *pool_path)
 	mount("ferrite", dir, "tmpfs", MS_NOSUID | MS_NODEV, "huge=within_size,mode=0755");
 }
 
-int pool_open(struct pool *p, const char *path, int create)
+int pool_open(struct pool *p, const char *path, int flags)
 {
+	int create = flags & POOL_CREATE, priv = flags & POOL_PRIVATE;
 	memset(p, 0, sizeof(*p));
 	p->fd = -1;
 	if (!path)
 		return fr_err(-EINVAL, "no pool path given");
 	if (!*path)
 		return fr_err(-ENOENT, "empty pool path");
-	int fd = open(path, O_RDWR | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	int fd = open(path, (priv ? O_RDONLY : O_RDWR) | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	if (fd < 0) {
 		int e = errno;
 		if (e == ENOENT)
@@ -203,7 +204,7 @@ int pool_open(struct pool *p, const char *path, int create)
 	}
 	p->fd = fd;
 	p->path = strdup(path);
-	p->map_flags = MAP_SHARED;
+	p->map_flags = priv ? MAP_PRIVATE : MAP_SHARED;
 	if (S_ISCHR(st.st_mode)) {
 		p->kind = POOL_DEVDAX;
 		int rc = devdax_size(st.st_rdev, &p->file_size);
@@ -234,8 +235,9 @@ int pool_open(struct pool *p, const char *path, int create)
 				 "emulated PM: tmpfs file with 4 KiB pages (%s)", why);
 		return 0;
 	}
-	/* A file on some other file system: DAX if MAP_SYNC is accepted. */
-	if (p->file_size >= FR_PAGE_SIZE) {
+	/* A file on some other file system: DAX if MAP_SYNC is accepted (a
+	 * private view never writes back, so it needs no MAP_SYNC). */
+	if (p->file_size >= FR_PAGE_SIZE && !priv) {
 		void *m = mmap(NULL, FR_PAGE_SIZE, PROT_READ | PROT_WRITE,
 			       MAP_SHARED_VALIDATE | MAP_SYNC, fd, 0);
 		if (m != MAP_FAILED) {
@@ -307,6 +309,8 @@ int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64
 
 int pool_map(struct pool *p, uint64_t size)
 {
+	if (p->kind == POOL_DEVDAX && p->map_flags == MAP_PRIVATE)
+		return -EOPNOTSUPP; /* device DAX cannot be mapped copy-on-write */
 	size_t resv = size + FR_UNIT_SIZE;
 	void *r = mmap(NULL, resv, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	if (r == MAP_FAILED)

@@ -48,9 +48,13 @@ struct pool {
 	int guarded;	    /* every mapping of the pool is read-only (pm.h) */
 };
 
-/* Opens (and with create, creates) the pool file or device and takes the
- * single-opener lock. Does not map it. */
-int pool_open(struct pool *p, const char *path, int create);
+/* Opens (POOL_CREATE: creates) the pool file or device and takes the
+ * single-opener lock. Does not map it. POOL_PRIVATE: a private view for
+ * checking without writing (fsck -n): the file is opened read-only and
+ * mapped copy-on-write, so nothing the process stores reaches the pool. */
+#define POOL_CREATE  1
+#define POOL_PRIVATE 2
+int pool_open(struct pool *p, const char *path, int flags);
 /* Sets the file's size and allocates all of it (mkfs only). */
 int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64_t, uint64_t),
 		  void *arg);

@@ -147,7 +147,7 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 	}
 
 	struct pool p;
-	int rc = pool_open(&p, path, 1);
+	int rc = pool_open(&p, path, POOL_CREATE);
 	if (rc)
 		return fr_err_finish(rc);
 	if (p.file_size && !o->force && p.kind != POOL_DEVDAX) {

@@ -21,7 +21,7 @@ static int fresh_pool(struct meta *m)
 	struct ferrite_mkfs_opts o = {.size = 32 * FR_MIB};
 	if (ferrite_mkfs(pool, &o))
 		return 1;
-	return meta_open(m, pool) != 0;
+	return meta_open(m, pool, 0) != 0;
 }
 
 /* A page the tests may scribble on: allocated through a committed entry. */
@@ -52,7 +52,7 @@ static int crash_and_remount(struct meta *m, struct log_ctx *lc)
 	tx_abort(lc->tx);
 	log_release(m, lc);
 	meta_close(m);
-	return meta_open(m, pool);
+	return meta_open(m, pool, 0);
 }
 
 static int committed_entry_replays(void)
@@ -109,7 +109,7 @@ static int replay_is_idempotent(void)
 	for (int i = 0; i < 8; i++)
 		CHECK_EQ(((uint64_t *)meta_ptr(&m, page))[i], 300 + i);
 	meta_close(&m);
-	CHECK_EQ(meta_open(&m, pool), 0);
+	CHECK_EQ(meta_open(&m, pool, 0), 0);
 	CHECK_EQ(m.recovered_entries, 0); /* replayed once, then retired */
 	meta_close(&m);
 	unlink(pool);
@@ -130,7 +130,7 @@ static int retired_entry_never_replays(void)
 	uint64_t *w = meta_ptr(&m, page);
 	pm_publish8(&w[2], 999); /* a later update made without the log */
 	meta_close(&m);
-	CHECK_EQ(meta_open(&m, pool), 0);
+	CHECK_EQ(meta_open(&m, pool, 0), 0);
 	CHECK_EQ(m.recovered_entries, 0);
 	CHECK_EQ(((uint64_t *)meta_ptr(&m, page))[2], 999);
 	meta_close(&m);
@@ -160,7 +160,7 @@ static int entry_outside_pool_is_refused(void)
 	tx_abort(lc->tx);
 	log_release(&m, lc);
 	meta_close(&m);
-	CHECK_EQ(meta_open(&m, pool), -EUCLEAN);
+	CHECK_EQ(meta_open(&m, pool, 0), -EUCLEAN);
 	CHECK(strstr(fr_err_get(), "outside the pool") != NULL);
 	unlink(pool);
 	return 0;
