@@ -186,6 +186,8 @@ int log_fits(struct meta *m, struct log_ctx *lc)
 {
 	struct tx *tx = lc->tx;
 	tx_finalize(tx);
+	if (tx->damaged)
+		return 1; /* log_stage refuses it: no other way around damage */
 	if (tx->overflow)
 		return 0;
 	uint64_t len = 0;
@@ -198,6 +200,8 @@ int log_stage(struct meta *m, struct log_ctx *lc)
 {
 	struct tx *tx = lc->tx;
 	tx_finalize(tx);
+	if (tx->damaged)
+		return -EUCLEAN; /* the message was recorded by tx_damaged */
 	if (tx->overflow)
 		return fr_err(-ENOSPC, "operation too large for one log entry");
 	char *buf = lc->ebuf;
@@ -267,15 +271,20 @@ static const struct log_entry *live_entry(struct meta *m, struct log_slot *s)
 }
 
 /* Is [off, off + bytes) a range transactions may write? Unit 0 holds the
- * superblock (page 0), the space header and state (pages 1-2) and the backup
- * superblock; the log slots follow; every other byte up to the pool's end is
- * allocator bitmaps or data. Overflow-safe: off and bytes come from PM. */
+ * superblock (page 0), the space header (page 1: of it, transactions change
+ * only the free page count; its geometry was checked before recovery and
+ * must stay as checked), the state (page 2) and the backup superblock; the
+ * log slots follow; every other byte up to the pool's end is allocator
+ * bitmaps or data. Overflow-safe: off and bytes come from PM. */
 static int run_target_ok(struct meta *m, uint64_t off, uint64_t bytes)
 {
 	uint64_t size = m->sp.pool->size;
+	uint64_t free_word = SB_SPACE_OFF + offsetof(struct sp_header, sph_free_pages);
 	if (off & 7 || off > size || bytes > size - off)
 		return 0;
-	if (off >= SB_SPACE_OFF && off + bytes <= SB_STATE_OFF + FR_PAGE_SIZE)
+	if (off == free_word && bytes <= 8)
+		return 1;
+	if (off >= SB_STATE_OFF && off + bytes <= SB_STATE_OFF + FR_PAGE_SIZE)
 		return 1;
 	return off >= m->sb->sb_meta_end;
 }

@@ -8,6 +8,11 @@
  *               free buddies of order k < 9 are always merged;
  *             B2 summary bit w of order k is set iff bitmap word w is non-zero;
  *             B3 sph_free_pages equals the pages covered by free blocks.
+ * Validation: bitmaps come from PM. A free bit past the end of the data area
+ *   fails the allocation (-EUCLEAN); a release of a block outside the data
+ *   area, misaligned for its order, or overlapping a free block (a page table
+ *   or inode naming pages twice) marks the transaction damaged (tx_damaged),
+ *   so a double free never reaches the bitmaps.
  * Crash argument: every bitmap, summary and counter word is changed only
  *   through the caller's transaction (tx_set8), so an allocation or free is
  *   applied together with the PPT or metadata change that uses it, or not at
@@ -81,11 +86,16 @@ static int64_t find_free(struct tx *tx, int k)
 int64_t bud_alloc(struct tx *tx, int order)
 {
 	tx_lock_alloc(tx);
+	struct space *sp = tx->sp;
 	for (int j = order; j < BUD_ORDERS; j++) {
 		int64_t b = find_free(tx, j);
 		if (b < 0)
 			continue;
 		uint64_t rel = (uint64_t)b << j;
+		if (rel + (1ULL << j) > sp->data_end_page - sp->data_page)
+			return tx_damaged(tx, "allocator bitmap of order %d damaged: free block %lld "
+					      "lies past the end of the pool",
+					  j, (long long)b);
 		change_bit(tx, j, (uint64_t)b, 0);
 		/* Split: the upper halves become free blocks of lower orders. */
 		for (int m = j - 1; m >= order; m--)
@@ -128,6 +138,38 @@ int bud_alloc_at(struct tx *tx, uint64_t page, int order)
 
 static void bud_free_now(struct space *sp_unused, uint64_t txp, uint64_t page, uint64_t order);
 
+/* A block may be released only if it is inside the data area, aligned for
+ * its order, and no part of it is free already. */
+static int release_ok(struct tx *tx, uint64_t page, int order)
+{
+	struct space *sp = tx->sp;
+	if (order < 0 || order > BUD_TOP_ORDER || page < sp->data_page ||
+	    page >= sp->data_end_page || (1ULL << order) > sp->data_end_page - page ||
+	    ((page - sp->data_page) & ((1ULL << order) - 1)))
+		return tx_damaged(tx, "release of pages %llu+%llu outside the data area",
+				  (unsigned long long)page, 1ULL << (order & 15));
+	uint64_t rel = page - sp->data_page;
+	int overlap = 0;
+	/* a free block of this order or larger containing it ... */
+	for (int j = order; j < BUD_ORDERS && !overlap; j++)
+		overlap = test_bit(tx, j, (rel & ~((1ULL << j) - 1)) >> j);
+	/* ... or a smaller one inside it: whole bitmap words at a time */
+	for (int j = 0; j < order && !overlap; j++) {
+		uint64_t b = rel >> j, end = b + (1ULL << (order - j));
+		while (b < end && !overlap) {
+			unsigned sh = (unsigned)(b & 63);
+			uint64_t take = FR_MIN(64 - sh, end - b);
+			uint64_t mask = take == 64 ? ~0ULL : ((1ULL << take) - 1) << sh;
+			overlap = (tx_get8(tx, word_ptr(sp, j, b >> 6)) & mask) != 0;
+			b += take;
+		}
+	}
+	if (overlap)
+		return tx_damaged(tx, "pages %llu+%llu are released twice (free already)",
+				  (unsigned long long)page, 1ULL << order);
+	return 0;
+}
+
 void bud_free(struct tx *tx, uint64_t page, int order)
 {
 	tx_lock_alloc(tx);
@@ -139,6 +181,8 @@ static void bud_free_now(struct space *sp_unused, uint64_t txp, uint64_t page, u
 	struct tx *tx = (struct tx *)(uintptr_t)txp;
 	struct space *sp = tx->sp;
 	int order = (int)order_;
+	if (tx->damaged || release_ok(tx, page, order))
+		return;
 	uint64_t rel = page - sp->data_page;
 	add_free(tx, (int64_t)(1ULL << order));
 	int k = order;

@@ -13,6 +13,9 @@
 #include "space/tx.h"
 
 #include <assert.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "persist/pm.h"
@@ -40,7 +43,21 @@ static void tx_reset(struct tx *tx)
 	tx->ndefer = 0;
 	tx->fresh = 0;
 	tx->overflow = 0;
+	tx->damaged = 0;
 	tx_xlate_flush(tx);
+}
+
+int tx_damaged(struct tx *tx, const char *fmt, ...)
+{
+	char msg[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	if (!tx->damaged) /* keep the first cause: later ones follow from it */
+		fr_err(-EUCLEAN, "%s (run `ferrite fsck`)", msg);
+	tx->damaged = 1;
+	return -EUCLEAN;
 }
 
 void tx_init(struct tx *tx, struct space *sp, char *base, pthread_mutex_t *alloc_lock)

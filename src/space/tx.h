@@ -66,6 +66,7 @@ struct tx {
 	uint32_t nbytes;
 	int fresh;    /* unreachable objects were written: fence first */
 	int overflow; /* more than a log entry can hold was staged */
+	int damaged;  /* a check failed on the way (tx_damaged): never commit */
 	pthread_mutex_t *alloc_lock;
 	int alloc_locked;
 	uint32_t ndefer;
@@ -104,11 +105,15 @@ static inline int tx_empty(const struct tx *tx)
 {
 	return tx->nruns == 0;
 }
-/* -E2BIG if the transaction outgrew a log entry. */
+/* -EUCLEAN if it met damaged metadata, -E2BIG if it outgrew a log entry. */
 static inline int tx_status(const struct tx *tx)
 {
-	return tx->overflow ? -7 /* -E2BIG */ : 0;
+	return tx->damaged ? -117 /* -EUCLEAN */ : tx->overflow ? -7 /* -E2BIG */ : 0;
 }
+/* Marks the transaction as built on damaged metadata (a check failed where
+ * no error can be returned, e.g. in a queued release): it will not commit.
+ * Records the message (fr_err) and returns -EUCLEAN. */
+int tx_damaged(struct tx *tx, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 static inline uint64_t tx_off(const struct tx *tx, const void *p)
 {
