@@ -27,6 +27,12 @@
  *             H6 a large window is one unit, or a page table of 512 backed
  *               pages (no unit was free, or strict writes swapped some of
  *               its pages; then pt_home is the unit they came from).
+ * Validation: a header page is used only if its window entry is a page table
+ *   marked PT_F_HEADER that names its own window and an L3 child level of 0-2
+ *   (header_ok); window entries and ptes are checked as ppt.c describes, and
+ *   pages on their way back to the allocator by buddy.c. A check that fails
+ *   where no error can be returned marks the transaction damaged (tx_damaged),
+ *   so it never commits.
  * Crash argument: headers, PPT entries and allocator words change only in the
  *   caller's transaction; a new header page is built and fenced before the
  *   PPT entry that makes it reachable commits.
@@ -64,13 +70,31 @@ static inline uint64_t l3_capacity(int child_level)
 	return 512ULL >> (3 * child_level);
 }
 
-/* Header page of the window at v (which starts a P partition). */
+static int header_ok(struct tx *tx, struct sp_ptable *h, uint64_t v)
+{
+	return tx_get8(tx, &h->pt_magic) == PT_MAGIC && tx_get8(tx, &h->pt_vaddr) == v &&
+	       (tx_get4(tx, &h->pt_flags) & PT_F_HEADER) && tx_get1(tx, &h->l3_child_level) <= 2;
+}
+
+/* Header page of the window at v (which starts a P partition), or NULL if
+ * there is none or it is damaged. */
 static struct sp_ptable *hdr_page(struct tx *tx, uint64_t v)
 {
 	uint64_t went = ppt_window_tx(tx, v);
 	if ((went & PPT_TYPE_MASK) != PPT_TABLE)
 		return NULL;
-	return ppt_table(tx->sp, went);
+	struct sp_ptable *h = ppt_table(tx->sp, went);
+	return header_ok(tx, h, v) ? h : NULL;
+}
+
+/* hdr_page where the partition tree says a header must be. */
+static struct sp_ptable *hdr_needed(struct tx *tx, uint64_t v)
+{
+	struct sp_ptable *h = hdr_page(tx, v);
+	if (!h)
+		tx_damaged(tx, "partition header of window %#llx missing or damaged",
+			   (unsigned long long)v);
+	return h;
 }
 
 static unsigned child_state(struct tx *tx, struct sp_ptable *h, int level, int i)
@@ -215,14 +239,18 @@ static int path_to(struct tx *tx, uint64_t v, int level, struct path_ent *path)
 static void propagate(struct tx *tx, struct path_ent *path, int depth)
 {
 	for (int d = depth - 1; d >= 0; d--) {
-		struct sp_ptable *h = hdr_page(tx, path[d].v);
+		struct sp_ptable *h = hdr_needed(tx, path[d].v);
+		if (!h)
+			return;
 		uint16_t nm = own_mask(tx, h, path[d].level);
 		uint16_t *slot = mask_slot(h, path[d].level);
 		if (tx_get2(tx, slot) == nm)
 			return;
 		tx_set2(tx, slot, nm);
 		if (d > 0) {
-			struct sp_ptable *ph = hdr_page(tx, path[d - 1].v);
+			struct sp_ptable *ph = hdr_needed(tx, path[d - 1].v);
+			if (!ph)
+				return;
 			int i = (int)((path[d].v - path[d - 1].v) / sp_level_size(path[d].level));
 			tx_set2(tx, &ph->ph[path[d - 1].level].ph_cmask[i], nm);
 		}
@@ -295,16 +323,21 @@ int part_alloc(struct tx *tx, int n, uint64_t *out)
 		return 0;
 	uint64_t v = 0;
 	int level = sp->top_level;
-	if (!(tx_get2(tx, mask_slot(hdr_page(tx, 0), level)) & (1u << n)))
+	struct sp_ptable *root = hdr_needed(tx, 0);
+	if (!root)
+		return -EUCLEAN;
+	if (!(tx_get2(tx, mask_slot(root, level)) & (1u << n)))
 		return -ENOSPC;
 	for (;;) {
 		path[depth++] = (struct path_ent){v, level};
-		struct sp_ptable *h = hdr_page(tx, v);
+		struct sp_ptable *h = hdr_needed(tx, v);
 		if (!h)
 			return -EUCLEAN;
 		if (level == SP_L3) {
 			if (l3_take(tx, h, v, n, out))
-				return -EUCLEAN;
+				return tx_damaged(tx, "partition masks promise a free level-%d "
+						      "partition under %#llx that is not there",
+						  n, (unsigned long long)v);
 			sp->l3_hint[n] = v;
 			break;
 		}
@@ -322,7 +355,9 @@ int part_alloc(struct tx *tx, int n, uint64_t *out)
 			if (child_state(tx, h, level, i) == PH_E && level - 1 >= n)
 				pick = i;
 		if (pick < 0)
-			return -EUCLEAN; /* mask promised a partition that is not there */
+			return tx_damaged(tx, "partition masks promise a free level-%d partition "
+					      "under %#llx that is not there",
+					  n, (unsigned long long)v);
 		uint64_t cv = v + (uint64_t)pick * sp_level_size(level - 1);
 		if (level - 1 == n) {
 			set_child_leaf(tx, h, level, pick, PH_A);
@@ -341,14 +376,15 @@ int part_alloc(struct tx *tx, int n, uint64_t *out)
 	}
 	/* The new chain's masks are exact; bring the ancestors up to date. */
 	for (int d = depth - 1; d > 0; d--) {
-		struct sp_ptable *h = hdr_page(tx, path[d].v);
+		struct sp_ptable *h = hdr_needed(tx, path[d].v);
+		struct sp_ptable *ph = hdr_needed(tx, path[d - 1].v);
+		if (!h || !ph)
+			return -EUCLEAN;
 		uint16_t nm = own_mask(tx, h, path[d].level);
 		tx_set2(tx, mask_slot(h, path[d].level), nm);
-		struct sp_ptable *ph = hdr_page(tx, path[d - 1].v);
 		int i = (int)((path[d].v - path[d - 1].v) / sp_level_size(path[d].level));
 		tx_set2(tx, &ph->ph[path[d - 1].level].ph_cmask[i], nm);
 	}
-	struct sp_ptable *root = hdr_page(tx, 0);
 	tx_set2(tx, mask_slot(root, sp->top_level), own_mask(tx, root, sp->top_level));
 	return 0;
 }
@@ -373,7 +409,11 @@ static void collapse(struct tx *tx, uint64_t v)
 	tx_xlate_flush(tx);
 	int err;
 	uint64_t *slot = ppt_window_slot(tx, v, 0, &err);
-	uint64_t went = tx_get8(tx, slot);
+	uint64_t went = slot ? tx_get8(tx, slot) : PPT_BAD;
+	if ((went & PPT_TYPE_MASK) != PPT_TABLE || !ppt_went_ok(tx->sp, went)) {
+		tx_damaged(tx, "partition header of window %#llx damaged", (unsigned long long)v);
+		return;
+	}
 	bud_free(tx, (went & ~PPT_TYPE_MASK) >> FR_PAGE_SHIFT, 0);
 	tx_set8(tx, slot, PPT_NONE);
 	tx_defer(tx, vs_window_changed, v, 1, 0);
@@ -394,7 +434,7 @@ void part_free(struct tx *tx, uint64_t v, int n)
 	 * one level up. */
 	int plevel = n < SP_L3 ? SP_L3 : n + 1;
 	uint64_t pv = v & ~(sp_level_size(plevel) - 1);
-	struct sp_ptable *h = hdr_page(tx, pv);
+	struct sp_ptable *h = hdr_needed(tx, pv);
 	if (!h)
 		return;
 	int changed;
@@ -423,8 +463,11 @@ void part_free(struct tx *tx, uint64_t v, int n)
 		int idx = (int)((path[d].v - parent.v) / sp_level_size(path[d].level));
 		if (idx == 0)
 			continue;
+		struct sp_ptable *ph = hdr_needed(tx, parent.v);
+		if (!ph)
+			return;
 		collapse(tx, path[d].v);
-		set_child_leaf(tx, hdr_page(tx, parent.v), parent.level, idx, PH_E);
+		set_child_leaf(tx, ph, parent.level, idx, PH_E);
 		top = d - 1;
 	}
 	propagate(tx, path, top + 1);
@@ -441,6 +484,9 @@ int part_small_back(struct tx *tx, uint64_t vp, uint64_t *phys, int *fresh)
 	unsigned o = (unsigned)((vp >> 12) & 511);
 	uint32_t cur = tx_get4(tx, &pt->pt_pte[o]);
 	if (cur) {
+		if (!sp_page_ok(sp, cur))
+			return tx_damaged(tx, "page table of %#llx names page %u outside the pool",
+					  (unsigned long long)vp, cur);
 		*phys = (uint64_t)cur << FR_PAGE_SHIFT;
 		return 0;
 	}
@@ -541,6 +587,9 @@ int part_large_back(struct tx *tx, uint64_t vw, uint64_t *phys)
 		return err;
 	uint64_t went = tx_get8(tx, slot);
 	if (went != PPT_NONE) {
+		if (!ppt_went_ok(tx->sp, went))
+			return tx_damaged(tx, "page table entry of window %#llx damaged",
+					  (unsigned long long)vw);
 		*phys = went & ~PPT_TYPE_MASK;
 		return 1; /* already backed */
 	}
@@ -618,6 +667,10 @@ void part_large_unback(struct tx *tx, uint64_t vw)
 	uint64_t went = tx_get8(tx, slot);
 	if (went == PPT_NONE)
 		return;
+	if (!ppt_went_ok(tx->sp, went)) {
+		tx_damaged(tx, "page table entry of window %#llx damaged", (unsigned long long)vw);
+		return;
+	}
 	tx_lock_alloc(tx);
 	release_window(tx, went);
 	tx_set8(tx, slot, PPT_NONE);
@@ -640,7 +693,7 @@ int part_swap_window(struct tx *tx, uint64_t vw, uint64_t *page_of)
 	int err = 0;
 	uint64_t *slot = ppt_window_slot(tx, vw, 0, &err);
 	uint64_t old = slot ? tx_get8(tx, slot) : PPT_NONE;
-	if (old == PPT_NONE)
+	if (old == PPT_NONE || !ppt_went_ok(tx->sp, old))
 		return -EUCLEAN; /* callers swap backed windows only */
 	if ((old & PPT_TYPE_MASK) == PPT_TABLE &&
 	    (tx_get4(tx, &ppt_table(tx->sp, old)->pt_flags) & PT_F_HEADER))
@@ -720,7 +773,7 @@ int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of)
 	int err = 0;
 	uint64_t *slot = ppt_window_slot(tx, vw, 0, &err);
 	uint64_t went = slot ? tx_get8(tx, slot) : PPT_NONE;
-	if (went == PPT_NONE)
+	if (went == PPT_NONE || !ppt_went_ok(tx->sp, went))
 		return -EUCLEAN;
 	tx_lock_alloc(tx);
 	uint32_t old[512], pte[512];

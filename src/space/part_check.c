@@ -173,8 +173,10 @@ int part_level_at(struct space *sp, uint64_t v)
 		struct sp_ptable *h = ppt_table(sp, went);
 		if (level == SP_L3) {
 			int c = h->l3_child_level;
+			if (c > 2)
+				return -1;
 			uint64_t cs = sp_level_size(c), i = (v - a) / cs;
-			if (c > 2 || (v - a) % cs || i == 0 || i >= (512ULL >> (3 * c)))
+			if ((v - a) % cs || i == 0 || i >= (512ULL >> (3 * c)))
 				return -1;
 			return (h->l3_bitmap[i >> 6] >> (i & 63)) & 1 ? c : -1;
 		}

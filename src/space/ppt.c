@@ -9,6 +9,13 @@
  *             Q2 every unit or page referenced by a window entry or pte is
  *               allocated in the buddy allocator and referenced once;
  *             Q3 pt_vaddr of a table page names the window that points to it.
+ * Validation (the pool is untrusted input): an entry read from PM becomes an
+ *   address only after its check -- a directory entry is PPT_DIR and names a
+ *   page of the data area, a window entry is 0, a unit-aligned unit of the
+ *   data area (PPT_HUGE) or a page of it (PPT_TABLE), a pte is 0 or a data
+ *   page. ppt_window() returns PPT_BAD for anything else and the page
+ *   lookups return 0 (not backed) for a bad pte; the callers that map or
+ *   change a window report -EUCLEAN.
  * Crash argument: entries change only inside the caller's transaction; a
  *   directory page is zeroed and fenced (tx_mark_fresh) before the entry that
  *   makes it reachable can commit. ppt_move/ppt_swap rewrite whole entries,
@@ -29,31 +36,67 @@ static inline uint64_t *dir_page(struct space *sp, uint64_t ent)
 	return (uint64_t *)sp_ptr(sp, ent & ~PPT_TYPE_MASK);
 }
 
+static int dir_ent_ok(const struct space *sp, uint64_t e)
+{
+	uint64_t off = e & ~PPT_TYPE_MASK;
+	return (e & PPT_TYPE_MASK) == PPT_DIR && !(off & (FR_PAGE_SIZE - 1)) &&
+	       sp_data_range_ok(sp, off, FR_PAGE_SIZE);
+}
+
+int ppt_went_ok(const struct space *sp, uint64_t went)
+{
+	uint64_t off = went & ~PPT_TYPE_MASK;
+	switch (went & PPT_TYPE_MASK) {
+	case PPT_NONE:
+		return went == 0;
+	case PPT_HUGE:
+		return !(off & (FR_UNIT_SIZE - 1)) && sp_data_range_ok(sp, off, FR_UNIT_SIZE);
+	case PPT_TABLE:
+		return !(off & (FR_PAGE_SIZE - 1)) && sp_data_range_ok(sp, off, FR_PAGE_SIZE);
+	default:
+		return 0;
+	}
+}
+
 uint64_t ppt_window(struct space *sp, uint64_t v)
 {
 	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
 	uint64_t e = __atomic_load_n(&root[IDX0(v)], __ATOMIC_ACQUIRE);
 	if (!e)
 		return PPT_NONE;
+	if (!dir_ent_ok(sp, e))
+		return PPT_BAD;
 	e = __atomic_load_n(&dir_page(sp, e)[IDX1(v)], __ATOMIC_ACQUIRE);
 	if (!e)
 		return PPT_NONE;
-	return __atomic_load_n(&dir_page(sp, e)[IDX2(v)], __ATOMIC_ACQUIRE);
+	if (!dir_ent_ok(sp, e))
+		return PPT_BAD;
+	e = __atomic_load_n(&dir_page(sp, e)[IDX2(v)], __ATOMIC_ACQUIRE);
+	return ppt_went_ok(sp, e) ? e : PPT_BAD;
 }
 
 uint64_t ppt_window_tx(struct tx *tx, uint64_t v)
 {
 	int err;
 	uint64_t *slot = ppt_window_slot(tx, v, 0, &err);
-	return slot ? tx_get8(tx, slot) : PPT_NONE;
+	if (!slot)
+		return err ? PPT_BAD : PPT_NONE;
+	uint64_t e = tx_get8(tx, slot);
+	return ppt_went_ok(tx->sp, e) ? e : PPT_BAD;
 }
 
 static uint64_t *next_level(struct tx *tx, uint64_t *ent, int create, int *err)
 {
 	struct space *sp = tx->sp;
 	uint64_t e = tx_get8(tx, ent);
-	if (e)
-		return dir_page(sp, e);
+	if (e) {
+		if (dir_ent_ok(sp, e))
+			return dir_page(sp, e);
+		*err = fr_err(-EUCLEAN, "page table damaged: directory entry %#llx at pool "
+					"offset %#llx",
+			      (unsigned long long)e, (unsigned long long)sp_off(sp, ent));
+		return NULL;
+	}
 	if (!create)
 		return NULL;
 	int64_t pg = bud_alloc(tx, 0);
@@ -89,7 +132,7 @@ static uint64_t page_in_window(struct space *sp, uint64_t went, uint64_t v)
 		return (went & ~PPT_TYPE_MASK) + (v & (FR_UNIT_SIZE - 1) & ~(FR_PAGE_SIZE - 1));
 	case PPT_TABLE: {
 		uint32_t pte = ppt_table(sp, went)->pt_pte[(v >> 12) & 511];
-		return (uint64_t)pte << FR_PAGE_SHIFT;
+		return sp_page_ok(sp, pte) ? (uint64_t)pte << FR_PAGE_SHIFT : 0;
 	}
 	default:
 		return 0;
@@ -113,7 +156,8 @@ uint64_t ppt_page_tx(struct tx *tx, uint64_t v)
 	uint64_t went = ppt_window_tx(tx, v), phys;
 	if ((went & PPT_TYPE_MASK) == PPT_TABLE) {
 		struct sp_ptable *pt = ppt_table(tx->sp, went);
-		phys = (uint64_t)tx_get4(tx, &pt->pt_pte[(v >> 12) & 511]) << FR_PAGE_SHIFT;
+		uint32_t pte = tx_get4(tx, &pt->pt_pte[(v >> 12) & 511]);
+		phys = sp_page_ok(tx->sp, pte) ? (uint64_t)pte << FR_PAGE_SHIFT : 0;
 	} else {
 		phys = page_in_window(tx->sp, went, v);
 	}
@@ -207,7 +251,7 @@ int ppt_check_dirs(struct space *sp, void (*visit)(void *, uint64_t, uint64_t), 
 		uint64_t e0 = root[i];
 		if (!e0)
 			continue;
-		if (i >= n0 || (e0 & PPT_TYPE_MASK) != PPT_DIR)
+		if (i >= n0 || !dir_ent_ok(sp, e0))
 			return -EUCLEAN;
 		visit(arg, ~0ULL, e0 & ~PPT_TYPE_MASK);
 		uint64_t *pud = dir_page(sp, e0);
@@ -215,7 +259,7 @@ int ppt_check_dirs(struct space *sp, void (*visit)(void *, uint64_t, uint64_t), 
 			uint64_t e1 = pud[j];
 			if (!e1)
 				continue;
-			if ((e1 & PPT_TYPE_MASK) != PPT_DIR)
+			if (!dir_ent_ok(sp, e1))
 				return -EUCLEAN;
 			visit(arg, ~0ULL, e1 & ~PPT_TYPE_MASK);
 			uint64_t *pmd = dir_page(sp, e1);

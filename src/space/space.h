@@ -145,9 +145,34 @@ int bud_free_order(struct space *sp, struct tx *tx, uint64_t page);
 uint64_t bud_free_pages(struct space *sp);
 int bud_check(struct space *sp, void (*report)(void *, const char *), void *arg);
 
+/* ---- validation: every pool offset read from PM is checked --------------- */
+
+/* Is page number pg one of the pages the buddy allocator manages? */
+static inline int sp_page_ok(const struct space *sp, uint64_t pg)
+{
+	return pg >= sp->data_page && pg < sp->data_end_page;
+}
+/* Is [off, off + len) inside the data area? Overflow-safe. */
+static inline int sp_data_range_ok(const struct space *sp, uint64_t off, uint64_t len)
+{
+	uint64_t lo = sp->data_page << FR_PAGE_SHIFT, hi = sp->data_end_page << FR_PAGE_SHIFT;
+	return off >= lo && off <= hi && len <= hi - off;
+}
+/* Is v a vspace offset of the partition space (with len bytes after it)? */
+static inline int sp_vrange_ok(const struct space *sp, uint64_t v, uint64_t len)
+{
+	return v <= sp->vsize && len <= sp->vsize - v;
+}
+
 /* ---- persistent page table (ppt.c) -------------------------------------- */
 
-/* Entry of the window containing vspace offset v (PPT_NONE if absent). */
+/* A window entry that failed its check (ppt_went_ok): its type is that of a
+ * directory entry, which never appears at window level. */
+#define PPT_BAD PPT_DIR
+/* Is went a well-formed window entry (0, a unit or a page of the data area)? */
+int ppt_went_ok(const struct space *sp, uint64_t went);
+/* Entry of the window containing vspace offset v (PPT_NONE if absent,
+ * PPT_BAD if the table is damaged on the way). */
 uint64_t ppt_window(struct space *sp, uint64_t v);
 uint64_t ppt_window_tx(struct tx *tx, uint64_t v);
 /* Address of the window entry, creating directory pages when create. NULL
@@ -212,6 +237,9 @@ int part_level_at(struct space *sp, uint64_t v);
 
 /* ---- mapping cache (vspace.c) ------------------------------------------- */
 
+/* A page table page read from PM, for window v: 0 or -EUCLEAN with *why. */
+int sp_ptable_check(const struct space *sp, const struct sp_ptable *pt, uint64_t v,
+		    const char **why);
 int vs_init(struct space *sp);
 void vs_fini(struct space *sp);
 /* Makes [v, v+len) accessible at sp->vbase + v according to the PPT. */

@@ -19,6 +19,11 @@
  *             V2 the state of a window changes only under map_lock, and a
  *               window is re-mapped only by a thread that holds the write
  *               lock of the file owning the pages involved.
+ * Validation: a window is mapped only from a well-formed PPT entry
+ *   (ppt_went_ok) and a page table that names its own window, a home unit of
+ *   the data area and pages of the data area (sp_ptable_check); anything else
+ *   fails the access with -EUCLEAN, so no file ever maps memory outside the
+ *   pool (a mapping past the end of the pool file would raise SIGBUS).
  * Crash argument: volatile only; rebuilt lazily from the PPT after mount.
  * Locking: map_lock (leaf lock), see docs/contracts.md#vspace.
  */
@@ -196,9 +201,30 @@ static void unmap_window(struct space *sp, uint64_t w)
 	__atomic_store_n(&sp->wstate[w], VS_UNMAPPED, __ATOMIC_RELEASE);
 }
 
+int sp_ptable_check(const struct space *sp, const struct sp_ptable *pt, uint64_t v,
+		    const char **why)
+{
+	*why = NULL;
+	if (pt->pt_magic != PT_MAGIC)
+		*why = "bad magic";
+	else if (pt->pt_vaddr != v)
+		*why = "it names another window";
+	else if (pt->pt_home && ((pt->pt_home & (FR_UNIT_SIZE - 1)) ||
+				 !sp_data_range_ok(sp, pt->pt_home, FR_UNIT_SIZE)))
+		*why = "home unit outside the data area";
+	for (unsigned o = 0; !*why && o < 512; o++)
+		if (pt->pt_pte[o] && !sp_page_ok(sp, pt->pt_pte[o]))
+			*why = "a page outside the data area";
+	return *why ? -EUCLEAN : 0;
+}
+
 static int map_table_window(struct space *sp, uint64_t w, struct sp_ptable *pt)
 {
 	uint64_t v = w << FR_UNIT_SHIFT;
+	const char *why;
+	if (sp_ptable_check(sp, pt, v, &why))
+		return fr_err(-EUCLEAN, "page table of window %#llx damaged: %s (run `ferrite fsck`)",
+			      (unsigned long long)v, why);
 	uint64_t home = pt->pt_home;
 	int rc = 0;
 	if (home) {
@@ -246,8 +272,12 @@ static int map_window(struct space *sp, uint64_t w)
 	case PPT_TABLE:
 		rc = map_table_window(sp, w, ppt_table(sp, went));
 		break;
-	default:
+	case PPT_NONE:
 		rc = map_zero(sp, v, FR_UNIT_SIZE);
+		break;
+	default:
+		rc = fr_err(-EUCLEAN, "page table damaged at window %#llx (run `ferrite fsck`)",
+			    (unsigned long long)v);
 		break;
 	}
 	if (rc == 0)
@@ -259,6 +289,9 @@ int vs_ensure(struct space *sp, uint64_t v, uint64_t len)
 {
 	if (len == 0)
 		return 0;
+	if (!sp_vrange_ok(sp, v, len))
+		return fr_err(-EUCLEAN, "access past the partition space (%#llx + %llu)",
+			      (unsigned long long)v, (unsigned long long)len);
 	uint64_t w0 = v >> FR_UNIT_SHIFT, w1 = (v + len - 1) >> FR_UNIT_SHIFT;
 	for (uint64_t w = w0; w <= w1; w++) {
 		if (__atomic_load_n(&sp->wstate[w], __ATOMIC_ACQUIRE) == VS_MAPPED)
