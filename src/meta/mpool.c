@@ -10,6 +10,10 @@
  *               either LIVE or FREE (oob_status), and FREE entries form the
  *               pool's free list exactly;
  *             M2 mph_live counts LIVE entries, mph_total entries in blocks.
+ * Validation: a pool offset read from PM (a free-list link, the active block)
+ *   is used only if it is an entry slot of a block of the right pool
+ *   (mp_slot_ok: block magic, id, entry size, alignment, index below the
+ *   bump); fsck's walks bound every list by the entries the blocks can hold.
  * Crash argument: all words (heads, links, status, counters, block header of
  *   an existing block) change through the caller's transaction; a new block's
  *   header is written before the transaction that links it commits
@@ -38,6 +42,32 @@ void mp_format(struct fr_state *st)
 		struct mp_head h = {.mph_entry_size = mp_entry_size[i], .mph_id = (uint32_t)i};
 		pm_copy_flush(&st->st_pools[i], &h, sizeof(h));
 	}
+}
+
+/* Is b the offset of a block of pool id (unit aligned, in the data area,
+ * with a header that matches)? */
+static int mp_block_ok(struct meta *m, enum mp_id id, uint64_t b)
+{
+	if (b & (FR_UNIT_SIZE - 1) || !sp_data_range_ok(&m->sp, b, FR_UNIT_SIZE))
+		return 0;
+	const struct mp_block *blk = meta_ptr(m, b);
+	return blk->mpb_magic == MPB_MAGIC && blk->mpb_id == (uint32_t)id &&
+	       blk->mpb_entry_size == mp_entry_size[id] &&
+	       blk->mpb_nentries == entries_per_block(mp_entry_size[id]) &&
+	       blk->mpb_bump <= blk->mpb_nentries;
+}
+
+/* Is off an entry slot of a block of pool id that was handed out (index below
+ * the block's bump)? Says nothing of its status. */
+static int mp_slot_ok(struct meta *m, enum mp_id id, uint64_t off)
+{
+	uint64_t unit = off & ~(FR_UNIT_SIZE - 1);
+	if (!mp_block_ok(m, id, unit))
+		return 0;
+	const struct mp_block *b = meta_ptr(m, unit);
+	uint64_t rel = off - unit;
+	return rel >= MPB_HDR && (rel - MPB_HDR) % mp_entry_size[id] == 0 &&
+	       (rel - MPB_HDR) / mp_entry_size[id] < b->mpb_bump;
 }
 
 static int new_block(struct meta *m, struct tx *tx, struct mp_head *h, enum mp_id id)
@@ -70,12 +100,17 @@ int mp_alloc(struct meta *m, struct tx *tx, enum mp_id id, uint64_t *out, int *r
 	if (reused)
 		*reused = off != 0;
 	if (off) {
+		if (!mp_slot_ok(m, id, off) ||
+		    tx_get4(tx, &((struct mp_oob *)meta_ptr(m, off))->oob_status) != MP_FREE)
+			return tx_damaged(tx, "metadata pool %d: free list damaged at %#llx", id,
+					  (unsigned long long)off);
 		struct mp_oob *o = meta_ptr(m, off);
-		if (tx_get4(tx, &o->oob_status) != MP_FREE)
-			return fr_err(-EUCLEAN, "metadata pool %d: free list damaged", id);
 		tx_set8(tx, &h->mph_free_head, tx_get8(tx, &o->oob_next));
 	} else {
 		uint64_t b = tx_get8(tx, &h->mph_active);
+		if (b && !mp_block_ok(m, id, b))
+			return tx_damaged(tx, "metadata pool %d: active block %#llx damaged", id,
+					  (unsigned long long)b);
 		struct mp_block *blk = b ? meta_ptr(m, b) : NULL;
 		if (!blk || tx_get4(tx, &blk->mpb_bump) >= blk->mpb_nentries) {
 			int rc = new_block(m, tx, h, id);
@@ -120,17 +155,7 @@ void mp_free(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off)
 
 int mp_entry_valid(struct meta *m, enum mp_id id, uint64_t off)
 {
-	struct space *sp = &m->sp;
-	uint64_t unit = off & ~(FR_UNIT_SIZE - 1);
-	if (off < (sp->data_page << FR_PAGE_SHIFT) || off >= (sp->data_end_page << FR_PAGE_SHIFT))
-		return 0;
-	const struct mp_block *b = meta_ptr(m, unit);
-	if (b->mpb_magic != MPB_MAGIC || b->mpb_id != (uint32_t)id ||
-	    b->mpb_entry_size != mp_entry_size[id])
-		return 0;
-	uint64_t rel = off - unit;
-	if (rel < MPB_HDR || (rel - MPB_HDR) % mp_entry_size[id] ||
-	    (rel - MPB_HDR) / mp_entry_size[id] >= b->mpb_bump)
+	if ((unsigned)id >= MP_COUNT || !mp_slot_ok(m, id, off))
 		return 0;
 	const struct mp_oob *o = meta_ptr(m, off);
 	return o->oob_status == MP_LIVE && o->oob_pool == (uint32_t)id;
@@ -206,14 +231,14 @@ int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg
 		/* The free list must hold exactly the FREE entries. */
 		uint64_t n = 0;
 		for (uint64_t f = h->mph_free_head; f; n++) {
-			const struct mp_oob *o = meta_ptr(m, f);
-			if (n > nfree || f < data_lo || f >= data_hi || o->oob_status != MP_FREE) {
+			if (n > nfree || !mp_slot_ok(m, (enum mp_id)id, f) ||
+			    ((const struct mp_oob *)meta_ptr(m, f))->oob_status != MP_FREE) {
 				fr_report(report, rarg, "metadata pool %d: free list damaged", id);
 				bad++;
 				n = nfree;
 				break;
 			}
-			f = o->oob_next;
+			f = ((const struct mp_oob *)meta_ptr(m, f))->oob_next;
 		}
 		if (n != nfree) {
 			fr_report(report, rarg,
