@@ -106,6 +106,12 @@ static inline uint64_t ino_of(ferrite_fs *fs, const struct fr_inode *ip)
 }
 /* Is ino a live inode of this pool (numbers coming from outside)? */
 int ino_valid(ferrite_fs *fs, uint64_t ino);
+/* Are the inode's fields consistent (type, partition inside the partition
+ * space, size inside the partition, kind of directory)? 0 or -EUCLEAN with
+ * *why. Every inode number read from PM passes ino_get_checked before the
+ * inode is used; fsck reports the same problems. */
+int ino_check(ferrite_fs *fs, const struct fr_inode *ip, const char **why);
+int ino_get_checked(ferrite_fs *fs, uint64_t ino);
 
 static inline uint64_t rd8(struct tx *tx, const void *p)
 {

@@ -30,7 +30,7 @@ struct iref {
 	uint64_t ino; /* 0 = empty slot */
 	uint32_t refs;
 	uint32_t subdirs;
-	uint8_t live, reached, is_dir, orphan;
+	uint8_t live, reached, is_dir, orphan, damaged;
 	uint64_t parent_seen;
 };
 
@@ -50,7 +50,7 @@ struct fsck {
 	uint64_t *owned; /* bitmap over data pages */
 	uint64_t npages;
 	struct iref *inodes;
-	uint64_t icap;
+	uint64_t icap, iused;
 	struct partref *parts;
 	uint64_t nparts, pcap;
 	uint64_t *p3; /* windows that hold partition headers */
@@ -65,8 +65,30 @@ struct fsck {
 		fr_report((f)->report, (f)->rarg, __VA_ARGS__);                                    \
 	} while (0)
 
+static struct iref *iref(struct fsck *f, uint64_t ino, int create);
+
+/* Doubles the inode table (the live count in the pool is only a hint). */
+static int iref_grow(struct fsck *f)
+{
+	struct iref *old = f->inodes;
+	uint64_t ocap = f->icap;
+	struct iref *nw = calloc(ocap * 2, sizeof(*nw));
+	if (!nw)
+		return -ENOMEM;
+	f->inodes = nw;
+	f->icap = ocap * 2;
+	f->iused = 0;
+	for (uint64_t i = 0; i < ocap; i++)
+		if (old[i].ino)
+			*iref(f, old[i].ino, 1) = old[i];
+	free(old);
+	return 0;
+}
+
 static struct iref *iref(struct fsck *f, uint64_t ino, int create)
 {
+	if (create && (f->iused + 1) * 2 > f->icap && iref_grow(f))
+		return NULL;
 	uint64_t mask = f->icap - 1;
 	for (uint64_t i = (ino * 0x9e3779b97f4a7c15ULL >> 17) & mask;; i = (i + 1) & mask) {
 		if (f->inodes[i].ino == ino)
@@ -75,6 +97,7 @@ static struct iref *iref(struct fsck *f, uint64_t ino, int create)
 			if (!create)
 				return NULL;
 			f->inodes[i].ino = ino;
+			f->iused++;
 			return &f->inodes[i];
 		}
 	}
@@ -168,6 +191,11 @@ static void on_window(void *arg, uint64_t v, uint64_t ent)
 		return;
 	}
 	uint64_t off = ent & ~PPT_TYPE_MASK;
+	if (!ppt_went_ok(sp, ent)) {
+		BAD(f, "window %#llx: page-table entry %#llx is invalid", (unsigned long long)v,
+		    (unsigned long long)ent);
+		return;
+	}
 	if ((ent & PPT_TYPE_MASK) == PPT_HUGE) {
 		struct partref *p = part_containing(f, v);
 		if (!p || p->level < SP_L3)
@@ -185,8 +213,9 @@ static void on_window(void *arg, uint64_t v, uint64_t ent)
 	struct sp_ptable *pt = ppt_table(sp, ent);
 	uint64_t self = off >> FR_PAGE_SHIFT;
 	own(f, self, 1, "page table");
-	if (pt->pt_magic != PT_MAGIC || pt->pt_vaddr != v) {
-		BAD(f, "window %#llx: page table damaged", (unsigned long long)v);
+	const char *why;
+	if (sp_ptable_check(sp, pt, v, &why)) {
+		BAD(f, "window %#llx: page table damaged: %s", (unsigned long long)v, why);
 		return;
 	}
 	int header = pt->pt_flags & PT_F_HEADER;
@@ -268,7 +297,8 @@ static void on_inode_entry(void *arg, int id, uint64_t off, int live)
 		return;
 	if (id == MP_INODE) {
 		struct iref *r = iref(f, off >> INO_SHIFT, 1);
-		r->live = 1;
+		if (r)
+			r->live = 1;
 	} else if (id >= MP_NAME64 && id <= MP_NAME272) {
 		f->name_refs[id]--; /* balanced by references from dentries */
 	} else if (id >= MP_DENT16 && id <= MP_DENT64) {
@@ -300,7 +330,7 @@ static void on_dentry(void *arg, uint64_t ino, const char *name, unsigned type)
 		return;
 	}
 	struct fr_inode *ip = ino_ptr(fs, ino);
-	if (type_of_mode(ip->i_mode) != type)
+	if (!r->damaged && type_of_mode(ip->i_mode) != type)
 		BAD(f, "directory %llu: entry \"%s\" has the wrong type",
 		    (unsigned long long)d->dir, name);
 	r->refs++;
@@ -313,7 +343,7 @@ static void on_dentry(void *arg, uint64_t ino, const char *name, unsigned type)
 	}
 	if (!r->reached) {
 		r->reached = 1;
-		if (S_ISDIR(ip->i_mode)) {
+		if (S_ISDIR(ip->i_mode) && !r->damaged) {
 			if (*d->qlen == *d->qcap) {
 				*d->qcap *= 2;
 				d->queue = realloc(d->queue, *d->qcap * sizeof(uint64_t));
@@ -356,17 +386,16 @@ static void check_inode(struct fsck *f, uint64_t ino)
 	ferrite_fs *fs = f->fs;
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	uint32_t m = ip->i_mode;
-	int special = S_ISFIFO(m) || S_ISCHR(m) || S_ISBLK(m) || S_ISSOCK(m);
-	if (!S_ISREG(m) && !S_ISDIR(m) && !S_ISLNK(m) && !special) {
-		BAD(f, "inode %llu: unknown file type %#o", (unsigned long long)ino, m & S_IFMT);
-		return;
-	}
-	if (special && (ip->i_size || ip->i_level != I_NO_PART))
-		BAD(f, "inode %llu: special file with data (size %llu)", (unsigned long long)ino,
-		    (unsigned long long)ip->i_size);
 	struct iref *r = iref(f, ino, 0);
 	r->is_dir = S_ISDIR(m) != 0;
 	r->orphan = (ip->i_flags & I_F_ORPHAN) != 0;
+	const char *why;
+	if (ino_check(fs, ip, &why)) {
+		/* the same check every lookup makes: the inode is not used */
+		BAD(f, "inode %llu: %s", (unsigned long long)ino, why);
+		r->damaged = 1;
+		return;
+	}
 	uint64_t psize = 0;
 	struct partref *p = NULL;
 	if (ip->i_level != I_NO_PART) {
@@ -386,18 +415,7 @@ static void check_inode(struct fsck *f, uint64_t ino)
 		}
 	}
 	uint64_t size = ip->i_size;
-	int needs_part = S_ISREG(m)   ? size > 0
-			 : S_ISLNK(m) ? size > I_INLINE_MAX
-				      : ip->i_dkind == I_DIR_LARGE;
-	if (needs_part && !p && ip->i_level == I_NO_PART)
-		BAD(f, "inode %llu: size %llu but no partition (D1)", (unsigned long long)ino,
-		    (unsigned long long)size);
-	if (p && size > psize)
-		BAD(f, "inode %llu: size %llu exceeds its partition (%llu)",
-		    (unsigned long long)ino, (unsigned long long)size, (unsigned long long)psize);
-	if (S_ISLNK(m) && (size == 0 || size >= FS_PATH_MAX))
-		BAD(f, "symlink %llu: bad target length %llu", (unsigned long long)ino,
-		    (unsigned long long)size);
+	(void)psize; /* ino_check: the size is inside the partition */
 	if (p && p->level < SP_L3) {
 		for (uint64_t off = 0; off < size; off += FR_PAGE_SIZE)
 			if (!ppt_page(&fs->m.sp, ip->i_part + off)) {
@@ -408,15 +426,11 @@ static void check_inode(struct fsck *f, uint64_t ino)
 	}
 	uint64_t xpage;
 	int xorder;
-	const char *why;
 	if (xattr_check(fs, ip, &xpage, &xorder, &why))
 		BAD(f, "inode %llu: extended attribute block: %s", (unsigned long long)ino, why);
 	else if (xpage)
 		own(f, xpage, 1ULL << xorder, "extended attribute block");
 	if (S_ISDIR(m)) {
-		if (ip->i_dkind == I_DIR_SMALL && ip->i_level != I_NO_PART)
-			BAD(f, "directory %llu: small directory with a partition",
-			    (unsigned long long)ino);
 		f->errors += dir_check(fs, ip, NULL, NULL, f->report, f->rarg);
 		count_names(f, ip);
 	}
@@ -526,7 +540,10 @@ int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 	struct space *sp = &m->sp;
 	f.npages = sp->data_end_page - sp->data_page;
 	f.owned = calloc((f.npages + 63) / 64, 8);
-	uint64_t live = m->st->st_pools[MP_INODE].mph_live + 16;
+	/* The live count is only a hint (it comes from PM): never more inodes
+	 * than the data area can hold. */
+	uint64_t most = (f.npages << FR_PAGE_SHIFT) / sizeof(struct fr_inode);
+	uint64_t live = FR_MIN(m->st->st_pools[MP_INODE].mph_live, most) + 16;
 	f.icap = 1024;
 	while (f.icap < live * 2)
 		f.icap *= 2;

@@ -88,6 +88,66 @@ int ino_valid(ferrite_fs *fs, uint64_t ino)
 	return mp_entry_valid(&fs->m, MP_INODE, ino << INO_SHIFT);
 }
 
+static int is_special(uint32_t m)
+{
+	return S_ISFIFO(m) || S_ISCHR(m) || S_ISBLK(m) || S_ISSOCK(m);
+}
+
+static const char *part_problem(ferrite_fs *fs, const struct fr_inode *ip)
+{
+	struct space *sp = &fs->m.sp;
+	if (ip->i_level == I_NO_PART)
+		return NULL;
+	if (ip->i_level >= sp->top_level)
+		return "partition level beyond the root's children";
+	uint64_t psize = sp_level_size(ip->i_level);
+	if ((ip->i_part & (psize - 1)) || !sp_vrange_ok(sp, ip->i_part, psize))
+		return "partition outside the partition space";
+	if (ip->i_size > psize)
+		return "size beyond its partition";
+	return NULL;
+}
+
+int ino_check(ferrite_fs *fs, const struct fr_inode *ip, const char **why)
+{
+	uint32_t m = ip->i_mode;
+	int part = ip->i_level != I_NO_PART;
+	const char *w = NULL;
+	if (!S_ISREG(m) && !S_ISDIR(m) && !S_ISLNK(m) && !is_special(m))
+		w = "unknown file type";
+	else if ((w = part_problem(fs, ip)))
+		;
+	else if (is_special(m) && (part || ip->i_size))
+		w = "special file with data";
+	else if (S_ISREG(m) && !part && ip->i_size)
+		w = "size but no partition";
+	else if (S_ISLNK(m) && (ip->i_size == 0 || ip->i_size >= FS_PATH_MAX))
+		w = "symbolic link of a bad length";
+	else if (S_ISLNK(m) && ip->i_size > I_INLINE_MAX && !part)
+		w = "long symbolic link without a partition";
+	else if (S_ISDIR(m) && ip->i_dkind > I_DIR_LARGE)
+		w = "unknown directory kind";
+	else if (S_ISDIR(m) && ip->i_dkind == I_DIR_LARGE &&
+		 (!part || !ip->i_size || ip->i_size & (FR_PAGE_SIZE - 1)))
+		w = "hashed directory without pages";
+	else if (S_ISDIR(m) && ip->i_dkind == I_DIR_SMALL && part)
+		w = "small directory with a partition";
+	*why = w;
+	return w ? -EUCLEAN : 0;
+}
+
+int ino_get_checked(ferrite_fs *fs, uint64_t ino)
+{
+	const char *why;
+	if (!ino_valid(fs, ino))
+		return fr_err(-EUCLEAN, "inode %llu is not a live inode (run `ferrite fsck`)",
+			      (unsigned long long)ino);
+	if (ino_check(fs, ino_ptr(fs, ino), &why))
+		return fr_err(-EUCLEAN, "inode %llu damaged: %s (run `ferrite fsck`)",
+			      (unsigned long long)ino, why);
+	return 0;
+}
+
 struct log_ctx *op_begin(ferrite_fs *fs)
 {
 	return log_acquire(&fs->m);
@@ -235,8 +295,9 @@ int orphan_cleanup(ferrite_fs *fs)
 	int n = 0;
 	while (fs->m.st->st_orphan_head) {
 		uint64_t ino = fs->m.st->st_orphan_head;
-		if (!ino_valid(fs, ino))
-			return fr_err(-EUCLEAN, "orphan list damaged (run `ferrite fsck`)");
+		if (ino_get_checked(fs, ino))
+			return fr_err(-EUCLEAN, "orphan list damaged at inode %llu (run `ferrite fsck`)",
+				      (unsigned long long)ino);
 		int rc = ino_release(fs, NULL, ino);
 		if (rc)
 			return rc;

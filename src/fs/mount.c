@@ -135,7 +135,7 @@ int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int v
 	fs->strict = mode == FERRITE_MOUNT_STRICT ||
 		     (mode == FERRITE_MOUNT_POOL_MODE && fs->m.sb->sb_mode == FERRITE_MODE_STRICT);
 	fs->strict_redo_max = strict_redo_max();
-	if (!ino_valid(fs, fs->root_ino) || !S_ISDIR(ino_ptr(fs, fs->root_ino)->i_mode)) {
+	if (ino_get_checked(fs, fs->root_ino) || !S_ISDIR(ino_ptr(fs, fs->root_ino)->i_mode)) {
 		rc = fr_err(-EUCLEAN, "%s: root directory damaged (run `ferrite fsck`)", pool);
 		goto fail;
 	}

@@ -69,14 +69,16 @@ static int lookup_locked(ferrite_fs *fs, uint64_t dir, const char *name, size_t 
 		rc = 0;
 	} else if (len == 2 && name[0] == '.' && name[1] == '.') {
 		*out = dir == fs->root_ino ? dir : dp->i_parent;
-		rc = 0;
+		rc = ino_get_checked(fs, *out);
 	} else if (dp->i_nlink == 0) {
 		rc = -ESTALE; /* removed (while we walked, or held open by an *at caller) */
 	} else {
 		struct fr_dentry *d;
 		rc = dir_lookup(fs, NULL, dp, name, len, &d);
-		if (!rc)
+		if (!rc) {
 			*out = d->d_ino;
+			rc = ino_get_checked(fs, *out);
+		}
 	}
 	if (!keep)
 		pthread_rwlock_unlock(lk);

@@ -341,6 +341,10 @@ int xattr_check(ferrite_fs *fs, const struct fr_inode *ip, uint64_t *page, int *
 		       (uint32_t)xrec_size(r->xr_nlen, r->xr_vlen);
 		if (r->xr_nlen == 0 || r->xr_vlen > FERRITE_XATTR_SIZE_MAX)
 			*why = "bad record";
+		else if (!((r->xr_nlen > 5 && memcmp(r->xr_data, "user.", 5) == 0) ||
+			   (r->xr_nlen > 8 && memcmp(r->xr_data, "trusted.", 8) == 0)) ||
+			 memchr(r->xr_data, 0, r->xr_nlen))
+			*why = "a record whose name is not a user.* or trusted.* name";
 	}
 	if (!*why && (n != xb->xb_count || used != xb->xb_bytes))
 		*why = "record count or length mismatch";
