@@ -1,0 +1,187 @@
+#!/bin/bash
+# security_test.sh -- one named case of what docs/security.md promises
+# (issue 12's local attacks): a pool is input, and shared places are not
+# trusted.
+#
+#   cp_dotdot_name, cp_empty_name, cp_dir_cycle, cp_duplicate_symlink,
+#   ls_bad_names      ferrite cp -r / ls -R on a pool whose entries were
+#                     edited in place (craft_pool): names "../../../x", "",
+#                     with NUL, a second "..", a directory that contains
+#                     itself, two entries of one name
+#
+# Usage: security_test.sh FERRITE CRAFT_POOL CASE. Exit 0 passed, 1 failed,
+# 77 skipped (a case that needs root, /dev/fuse or unshare without them).
+set -u
+FERRITE=$1
+CRAFT=$2
+CASE=$3
+ulimit -c 0 # a crash must show as an exit status >= 128
+unset FERRITE_POOL
+
+tmp=$(mktemp -d /dev/shm/ferrite-sec-test.XXXXXX)
+# In a sanitizer build a daemon in the background has no stderr: every
+# report goes to files, which fail the test.
+export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}log_path=$tmp/sanitizer"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$tmp/sanitizer"
+pool=$tmp/pool
+mnt=$tmp/mnt
+planted=() # files this test put outside $tmp
+fail=0
+
+cleanup() {
+	if grep -q " $mnt " /proc/self/mountinfo 2>/dev/null; then
+		"$FERRITE" umount "$mnt" >/dev/null 2>&1 || umount -l "$mnt" 2>/dev/null
+	fi
+	rm -f "${planted[@]}"
+	rm -rf "$tmp"
+}
+trap cleanup EXIT
+
+bad() {
+	echo "FAIL: $*"
+	fail=1
+}
+need() { "$@" || bad "$*"; }
+skip() {
+	echo "SKIP: $*"
+	exit 77
+}
+need_root() { [ "$(id -u)" -eq 0 ] || skip "needs root"; }
+# run CMD...: stdout in $tmp/out, stderr in $tmp/err, status in $rc (30 s at most).
+run() {
+	timeout 30 "$@" >"$tmp/out" 2>"$tmp/err"
+	rc=$?
+	sed 's/^/  out: /' "$tmp/out" | head -30
+	sed 's/^/  err: /' "$tmp/err" | head -30
+}
+failed_cleanly() { [ "$rc" -ne 0 ] && [ "$rc" -lt 124 ]; } # not 0, no timeout, no signal
+err_has() { grep -qE -- "$1" "$tmp/err"; }
+out_has() { grep -qE -- "$1" "$tmp/out"; }
+
+# A pool whose /d holds two good files, a good directory and entries edited
+# in place: "../../../x" (a file), "" (a directory: "/d/" is /d again), a
+# name with a NUL byte, a second "..", and an escape sequence with '/'.
+make_bad_names_pool() {
+	local src=$tmp/src
+	mkdir -p "$src/d/good" "$src/d/empty"
+	echo alpha >"$src/d/a.txt"
+	echo beta >"$src/d/b.txt"
+	echo gamma >"$src/d/good/c.txt"
+	for n in dotdotname nulname twodots escname; do echo "evil $n" >"$src/d/$n"; done
+	need "$FERRITE" mkfs --size 64M "$pool" >/dev/null 2>&1
+	need "$FERRITE" cp -r --pool "$pool" "$src/d" pool:/
+	need "$CRAFT" "$pool" rename /d dotdotname '../../../x'
+	need "$CRAFT" "$pool" rename /d empty ''
+	need "$CRAFT" "$pool" rename /d nulname 'n\x00/../../../y'
+	need "$CRAFT" "$pool" rename /d twodots '..'
+	need "$CRAFT" "$pool" rename /d escname '\x1b]0;owned\x07/z'
+}
+
+# Nothing named x, y or z appeared anywhere under $tmp but in the pool.
+nothing_escaped() {
+	local found
+	found=$(find "$tmp" -path "$mnt" -prune -o \( -name x -o -name y -o -name z \) -print)
+	[ -z "$found" ] || bad "written outside the destination: $found"
+}
+
+# The error names the directory and says the entry was refused (or, where
+# the library refuses the entry itself, that the structure needs cleaning).
+refusal_reported() {
+	local dir=$1
+	err_has "$dir" || bad "the error does not name $dir"
+	err_has "refused|[Ss]tructure needs cleaning|EUCLEAN" || bad "no refusal reported"
+	if grep -q $'\x1b' "$tmp/err"; then bad "an escape sequence reached the terminal"; fi
+}
+
+case_cp_dotdot_name() {
+	make_bad_names_pool
+	mkdir -p "$tmp/w/a/b/c"
+	cd "$tmp/w/a/b/c" || exit 1
+	run "$FERRITE" cp -r --pool "$pool" pool:/d copy
+	failed_cleanly || bad "cp -r should fail cleanly (exit $rc)"
+	refusal_reported "pool:/d"
+	nothing_escaped
+	if err_has "refused"; then # the listing went on past the bad entries
+		need cmp -s copy/a.txt <(echo alpha)
+		need cmp -s copy/good/c.txt <(echo gamma)
+		err_has "'\.\./\.\./\.\./x' refused: the name contains '/'" || bad "no message for ../../../x"
+		err_has "contains a NUL byte" || bad "no message for the NUL name"
+		err_has "second \"\.\.\"" || bad "no message for the second .."
+	fi
+}
+
+case_cp_empty_name() {
+	make_bad_names_pool
+	cd "$tmp" || exit 1
+	run "$FERRITE" cp -r --pool "$pool" pool:/d copy
+	failed_cleanly || bad "cp -r should fail cleanly, not recurse (exit $rc)"
+	refusal_reported "pool:/d"
+	if err_has "refused"; then
+		err_has "'' refused: the name is empty" || bad "no message for the empty name"
+	fi
+	[ "$( find copy | wc -l)" -lt 20 ] || bad "cp recursed into the empty name"
+}
+
+case_cp_dir_cycle() {
+	mkdir -p "$tmp/src/d/sub"
+	echo one >"$tmp/src/d/sub/f"
+	echo two >"$tmp/src/d/sub/loop"
+	need "$FERRITE" mkfs --size 64M "$pool" >/dev/null 2>&1
+	need "$FERRITE" cp -r --pool "$pool" "$tmp/src/d" pool:/
+	need "$CRAFT" "$pool" retarget /d/sub loop /d # /d/sub/loop is /d: a hard-linked loop
+	cd "$tmp" || exit 1
+	run "$FERRITE" cp -r --pool "$pool" pool:/d copy
+	failed_cleanly || bad "cp -r should fail cleanly (exit $rc)"
+	err_has "pool:/d/sub/loop" || bad "the error does not name the loop"
+	err_has "directory loop|[Ss]tructure needs cleaning" || bad "no loop reported"
+	need cmp -s copy/sub/f <(echo one)
+	[ ! -e copy/sub/loop/sub ] || bad "cp went round the loop"
+	run "$FERRITE" ls -R --pool "$pool" /
+	failed_cleanly || bad "ls -R should fail cleanly (exit $rc)"
+	err_has "directory loop|[Ss]tructure needs cleaning" || bad "ls -R: no loop reported"
+}
+
+case_cp_duplicate_symlink() {
+	# Two entries named f: a symlink to a file outside, and a file. Copying
+	# the second must not write through the first.
+	echo precious >"$tmp/victim"
+	mkdir -p "$tmp/src/d"
+	ln -s "$tmp/victim" "$tmp/src/d/f"
+	echo evil >"$tmp/src/d/g"
+	need "$FERRITE" mkfs --size 64M "$pool" >/dev/null 2>&1
+	need "$FERRITE" cp -r --pool "$pool" "$tmp/src/d" pool:/
+	need "$CRAFT" "$pool" rename /d g f
+	cd "$tmp" || exit 1
+	run "$FERRITE" cp -r --pool "$pool" pool:/d copy
+	failed_cleanly || bad "cp -r should fail cleanly (exit $rc)"
+	err_has "second entry of that name|[Ss]tructure needs cleaning" || bad "no duplicate reported"
+	need cmp -s "$tmp/victim" <(echo precious)
+}
+
+case_ls_bad_names() {
+	make_bad_names_pool
+	run "$FERRITE" ls -a -R --pool "$pool" /
+	failed_cleanly || bad "ls -R should fail cleanly (exit $rc)"
+	refusal_reported "/d"
+	out_has '^a\.txt$' || err_has "[Ss]tructure needs cleaning" || bad "the good entries are not listed"
+	grep -v ':$' "$tmp/out" | grep -q '/' && bad "a name with '/' was listed"
+	[ "$(grep -cx '\.\.' "$tmp/out")" -le 3 ] || bad "a second .. was listed" # /, /d, /d/good
+	run "$FERRITE" ls -l --pool "$pool" /d
+	failed_cleanly || bad "ls -l should fail cleanly (exit $rc)"
+	refusal_reported "/d"
+}
+
+declare -F "case_$CASE" >/dev/null || {
+	echo "unknown case $CASE"
+	exit 2
+}
+echo "== $CASE"
+"case_$CASE"
+cd /
+for f in "$tmp"/sanitizer*; do
+	[ -e "$f" ] || continue
+	cat "$f"
+	bad "sanitizer report $f"
+done
+[ $fail -eq 0 ] && echo "PASS: $CASE"
+exit $fail
