@@ -8,6 +8,8 @@
 #                     edited in place (craft_pool): names "../../../x", "",
 #                     with NUL, a second "..", a directory that contains
 #                     itself, two entries of one name
+#   fuse_bad_names    the same pool through `ferrite mount` (root, /dev/fuse)
+#   run_bad_names     ... and through `ferrite run` (the preload shim)
 #
 # Usage: security_test.sh FERRITE CRAFT_POOL CASE. Exit 0 passed, 1 failed,
 # 77 skipped (a case that needs root, /dev/fuse or unshare without them).
@@ -169,6 +171,40 @@ case_ls_bad_names() {
 	run "$FERRITE" ls -l --pool "$pool" /d
 	failed_cleanly || bad "ls -l should fail cleanly (exit $rc)"
 	refusal_reported "/d"
+}
+
+case_fuse_bad_names() {
+	need_root
+	[ -e /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or fusermount3"
+	make_bad_names_pool
+	mkdir "$mnt"
+	need "$FERRITE" mount "$pool" "$mnt"
+	for how in "ls -a -f" "ls -a -l"; do # readdir, and readdirplus with lookups
+		run $how "$mnt/d"
+		failed_cleanly || bad "$how through the mount should fail (exit $rc)"
+		err_has "[Ss]tructure needs cleaning" || bad "$how: not EUCLEAN"
+		grep -qE '/|^$' "$tmp/out" && bad "$how: a name with '/' or an empty name was listed"
+	done
+	cd "$tmp" || exit 1
+	run cp -r "$mnt/d" "$tmp/w"
+	failed_cleanly || bad "cp -r through the mount should fail (exit $rc)"
+	nothing_escaped
+	need "$FERRITE" umount "$mnt"
+}
+
+case_run_bad_names() {
+	make_bad_names_pool
+	for how in "ls -a -f" "ls -a -l"; do
+		run "$FERRITE" run --pool "$pool" -- $how /pm/d
+		failed_cleanly || bad "$how through the shim should fail (exit $rc)"
+		err_has "/pm/d: entry '.*' refused|[Ss]tructure needs cleaning" || bad "$how: no refusal"
+		grep -qE '/|^$' "$tmp/out" && bad "$how: a name with '/' or an empty name was listed"
+		if grep -q $'\x1b' "$tmp/err"; then bad "an escape sequence reached the terminal"; fi
+	done
+	cd "$tmp" || exit 1
+	run "$FERRITE" run --pool "$pool" -- cp -r /pm/d "$tmp/w"
+	failed_cleanly || bad "cp -r through the shim should fail (exit $rc)"
+	nothing_escaped
 }
 
 declare -F "case_$CASE" >/dev/null || {
