@@ -10,6 +10,8 @@
 #                     itself, two entries of one name
 #   fuse_bad_names    the same pool through `ferrite mount` (root, /dev/fuse)
 #   run_bad_names     ... and through `ferrite run` (the preload shim)
+#   stats_file_symlink  a symlink or a stranger's file planted where a tiered
+#                     pool's stats file goes
 #
 # Usage: security_test.sh FERRITE CRAFT_POOL CASE. Exit 0 passed, 1 failed,
 # 77 skipped (a case that needs root, /dev/fuse or unshare without them).
@@ -205,6 +207,37 @@ case_run_bad_names() {
 	run "$FERRITE" run --pool "$pool" -- cp -r /pm/d "$tmp/w"
 	failed_cleanly || bad "cp -r through the shim should fail (exit $rc)"
 	nothing_escaped
+}
+
+case_stats_file_symlink() {
+	mkdir "$tmp/backing"
+	need "$FERRITE" mkfs --tier "$tmp/backing" --size 64M "$pool" >/dev/null 2>&1
+	local uuid stats
+	uuid=$("$FERRITE" info "$pool" | sed -n 's/^uuid: *//p')
+	[ -n "$uuid" ] || bad "no uuid"
+	stats=/dev/shm/ferrite-tier-$uuid.stats
+	planted+=("$stats")
+	echo precious >"$tmp/victim"
+	chmod 600 "$tmp/victim"
+	ln -s "$tmp/victim" "$stats"
+	run "$FERRITE" ls --pool "$pool" /
+	[ "$rc" -eq 0 ] || bad "the mount should go on without live statistics (exit $rc)"
+	err_has "$stats: .*it is a symlink" || bad "no message about the symlink"
+	need cmp -s "$tmp/victim" <(echo precious)
+	[ -L "$stats" ] || bad "the planted symlink was replaced"
+	rm -f "$stats"
+	if [ "$(id -u)" -eq 0 ]; then # a stranger's file: not written, not believed
+		head -c 4096 /dev/zero >"$stats"
+		chown 65534 "$stats"
+		run "$FERRITE" ls --pool "$pool" /
+		[ "$rc" -eq 0 ] || bad "the mount should go on (exit $rc)"
+		err_has "$stats: .*belongs to another user" || bad "no message about the owner"
+		cmp -s "$stats" <(head -c 4096 /dev/zero) || bad "the stranger's file was written"
+	fi
+	rm -f "$stats"
+	run "$FERRITE" ls --pool "$pool" / # and without anything planted, no message
+	[ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ] || bad "a clean mount complained"
+	[ ! -e "$stats" ] || bad "the stats file was left behind"
 }
 
 declare -F "case_$CASE" >/dev/null || {
