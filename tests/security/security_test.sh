@@ -12,6 +12,9 @@
 #   run_bad_names     ... and through `ferrite run` (the preload shim)
 #   stats_file_symlink  a symlink or a stranger's file planted where a tiered
 #                     pool's stats file goes
+#   default_dir_foreign_owner  /dev/shm/ferrite made by another user, a
+#                     symlink, or writable by all (root, in a private mount
+#                     namespace with its own /dev/shm)
 #
 # Usage: security_test.sh FERRITE CRAFT_POOL CASE. Exit 0 passed, 1 failed,
 # 77 skipped (a case that needs root, /dev/fuse or unshare without them).
@@ -238,6 +241,62 @@ case_stats_file_symlink() {
 	run "$FERRITE" ls --pool "$pool" / # and without anything planted, no message
 	[ "$rc" -eq 0 ] && [ ! -s "$tmp/err" ] || bad "a clean mount complained"
 	[ ! -e "$stats" ] || bad "the stats file was left behind"
+}
+
+# Runs the rest of this script's case in a private mount namespace with an
+# empty tmpfs on /dev/shm (the real /dev/shm/ferrite is never touched).
+case_default_dir_foreign_owner() {
+	need_root
+	command -v unshare >/dev/null || skip "no unshare"
+	unshare -m --propagation private true 2>/dev/null || skip "cannot unshare the mount namespace"
+	unshare -m --propagation private bash -s "$FERRITE" <<'EOF'
+set -u
+F=$1
+fail=0
+bad() { echo "FAIL: $*"; fail=1; }
+mount -t tmpfs -o mode=1777 tmpfs /dev/shm || { echo "SKIP: cannot mount a tmpfs"; exit 77; }
+mkdir -m 0700 /dev/shm/san # $tmp is hidden now: sanitizer reports go here
+export ASAN_OPTIONS="$ASAN_OPTIONS:log_path=/dev/shm/san/report" # the last one counts
+export UBSAN_OPTIONS="$UBSAN_OPTIONS:log_path=/dev/shm/san/report"
+d=/dev/shm/ferrite
+attempt() { # WHAT EXPECTED-MESSAGE: mkfs and ls of the default pool must both refuse
+	local what=$1 want=$2 cmd out
+	for cmd in "mkfs --size 64M --no-hugepages" "mkfs --size 64M" "ls /"; do
+		out=$(timeout 30 "$F" $cmd 2>&1) && bad "$what: '$cmd' succeeded"
+		echo "$out" | sed "s/^/  $what: /"
+		echo "$out" | grep -qE -- "$want" || bad "$what: '$cmd' did not say: $want"
+	done
+	grep -q " $d " /proc/self/mountinfo && bad "$what: a tmpfs was mounted on $d"
+}
+mkdir "$d" && chown 65534:65534 "$d"
+attempt "directory of another user" "$d: owned by uid 65534, another user"
+[ -e "$d/default.pool" ] && bad "a pool was created in the other user's directory"
+rm -rf "$d"
+mkdir /dev/shm/elsewhere && ln -s /dev/shm/elsewhere "$d"
+attempt "symlink" "$d: is a symlink"
+[ -e /dev/shm/elsewhere/default.pool ] && bad "a pool was created through the symlink"
+rm -rf "$d" /dev/shm/elsewhere
+mkdir -m 0777 "$d"
+attempt "world-writable directory" "$d: writable by other users \(mode 0777\)"
+rmdir "$d"
+mkdir -m 0755 "$d" && touch "$d/default.pool" && chown 65534 "$d/default.pool"
+attempt "pool of another user" "$d/default.pool: owned by uid 65534"
+rm -f "$d/default.pool"
+ln -s /dev/shm/target "$d/default.pool"
+attempt "pool symlink" "$d/default.pool: is a symlink"
+[ -e /dev/shm/target ] && bad "a pool was created through the symlink"
+rm -rf "$d"
+# Nothing there: mkfs makes a root directory and a 0600 pool.
+"$F" mkfs --size 64M >/dev/null 2>&1 || bad "mkfs of the default pool failed"
+[ "$(stat -c '%u %a' "$d")" = "0 755" ] || bad "default directory: $(stat -c '%u %a' "$d")"
+[ "$(stat -c '%u %a' "$d/default.pool")" = "0 600" ] || bad "default pool: $(stat -c '%u %a' "$d/default.pool")"
+"$F" ls / >/dev/null || bad "ls of the default pool failed"
+for f in /dev/shm/san/*; do [ -e "$f" ] && cat "$f" && bad "sanitizer report $f"; done
+exit $fail
+EOF
+	local r=$?
+	[ $r -eq 77 ] && skip "no tmpfs in the namespace"
+	[ $r -eq 0 ] || bad "in the private namespace"
 }
 
 declare -F "case_$CASE" >/dev/null || {
