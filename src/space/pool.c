@@ -10,8 +10,8 @@
  *             P3 the default pool (POOL_DEFAULT_PATH, in a place every user
  *               can write) and its directory are used only if they are no
  *               symlinks, belong to root or to the caller, and no other
- *               user can write them (a directory: unless sticky)
- *               (docs/security.md).
+ *               user can write them (a directory: unless sticky); a pool
+ *               mkfs formats is left mode 0600 (docs/security.md).
  * Crash argument: nothing here writes pool contents; a crash releases the
  *   flock with the process.
  */
@@ -391,6 +391,12 @@ int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64
 {
 	if (p->kind == POOL_DEVDAX)
 		return 0;
+	/* P3: whoever can read the pool file reads every file in it, whatever
+	 * their modes in the pool; mkfs over an existing file changes its mode
+	 * before the old contents go and the new ones are written. */
+	if (fchmod(p->fd, 0600))
+		return fr_err(-errno, "%s: cannot make the pool private (mode 0600): %s", p->path,
+			      strerror(errno));
 	if (ftruncate(p->fd, 0) || ftruncate(p->fd, (off_t)size))
 		return fr_err(-errno, "%s: cannot size the pool to %llu bytes: %s", p->path,
 			      (unsigned long long)size, strerror(errno));

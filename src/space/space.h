@@ -60,7 +60,7 @@ struct pool {
 #define POOL_CREATE  1
 #define POOL_PRIVATE 2
 int pool_open(struct pool *p, const char *path, int flags);
-/* Sets the file's size and allocates all of it (mkfs only). */
+/* Makes the file mode 0600, sets its size and allocates all of it (mkfs only). */
 int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64_t, uint64_t),
 		  void *arg);
 /* Maps [0, size) and chooses the persist functions. */

@@ -15,6 +15,7 @@
 #   default_dir_foreign_owner  /dev/shm/ferrite made by another user, a
 #                     symlink, or writable by all (root, in a private mount
 #                     namespace with its own /dev/shm)
+#   mkfs_mode_0600    mkfs leaves the pool 0600, also over a 0644 file
 #
 # Usage: security_test.sh FERRITE CRAFT_POOL CASE. Exit 0 passed, 1 failed,
 # 77 skipped (a case that needs root, /dev/fuse or unshare without them).
@@ -297,6 +298,24 @@ EOF
 	local r=$?
 	[ $r -eq 77 ] && skip "no tmpfs in the namespace"
 	[ $r -eq 0 ] || bad "in the private namespace"
+}
+
+case_mkfs_mode_0600() {
+	(umask 022 && touch "$tmp/p1" && chmod 644 "$tmp/p1")
+	need "$FERRITE" mkfs --size 64M "$tmp/p1" >/dev/null 2>&1
+	[ "$(stat -c %a "$tmp/p1")" = 600 ] || bad "mkfs over a 0644 file left $(stat -c %a "$tmp/p1")"
+	chmod 644 "$tmp/p1"
+	run "$FERRITE" mkfs --size 64M "$tmp/p1" # refused (already a pool): mode unchanged
+	failed_cleanly || bad "mkfs over a pool without --force should fail"
+	[ "$(stat -c %a "$tmp/p1")" = 644 ] || bad "a refused mkfs changed the mode"
+	need "$FERRITE" mkfs --force --size 64M "$tmp/p1" >/dev/null 2>&1
+	[ "$(stat -c %a "$tmp/p1")" = 600 ] || bad "mkfs --force left $(stat -c %a "$tmp/p1")"
+	(umask 0 && "$FERRITE" mkfs --size 64M "$tmp/p2" >/dev/null 2>&1) || bad "mkfs of a new pool"
+	[ "$(stat -c %a "$tmp/p2")" = 600 ] || bad "a new pool (umask 0) is $(stat -c %a "$tmp/p2")"
+	mkdir "$tmp/backing"
+	(umask 0 && touch "$tmp/p3" && chmod 666 "$tmp/p3")
+	need "$FERRITE" mkfs --tier "$tmp/backing" --size 64M "$tmp/p3" >/dev/null 2>&1
+	[ "$(stat -c %a "$tmp/p3")" = 600 ] || bad "a tiered pool over a 0666 file is $(stat -c %a "$tmp/p3")"
 }
 
 declare -F "case_$CASE" >/dev/null || {
