@@ -16,6 +16,8 @@
 #                     symlink, or writable by all (root, in a private mount
 #                     namespace with its own /dev/shm)
 #   mkfs_mode_0600    mkfs leaves the pool 0600, also over a 0644 file
+#   root_daemon_untrusted_pool  `ferrite mount` as root refuses a pool
+#                     another user can write, unless -o allow_untrusted_pool
 #
 # Usage: security_test.sh FERRITE CRAFT_POOL CASE. Exit 0 passed, 1 failed,
 # 77 skipped (a case that needs root, /dev/fuse or unshare without them).
@@ -316,6 +318,44 @@ case_mkfs_mode_0600() {
 	(umask 0 && touch "$tmp/p3" && chmod 666 "$tmp/p3")
 	need "$FERRITE" mkfs --tier "$tmp/backing" --size 64M "$tmp/p3" >/dev/null 2>&1
 	[ "$(stat -c %a "$tmp/p3")" = 600 ] || bad "a tiered pool over a 0666 file is $(stat -c %a "$tmp/p3")"
+}
+
+case_root_daemon_untrusted_pool() {
+	need_root
+	[ -e /dev/fuse ] && command -v fusermount3 >/dev/null || skip "no /dev/fuse or fusermount3"
+	mkdir "$mnt"
+	chmod 755 "$tmp"
+	need "$FERRITE" mkfs --size 64M "$pool" >/dev/null 2>&1
+	refused() { # WHAT WANT: mount refused with a message, nothing mounted
+		run "$FERRITE" mount "$pool" "$mnt"
+		failed_cleanly || bad "$1: the mount should be refused (exit $rc)"
+		err_has "refusing to serve this pool as root: $2" || bad "$1: no clear message"
+		err_has "allow_untrusted_pool" || bad "$1: the message does not name the option"
+		grep -q " $mnt " /proc/self/mountinfo && bad "$1: mounted anyway"
+		"$FERRITE" umount "$mnt" >/dev/null 2>&1
+	}
+	chown 65534 "$pool"
+	refused "pool of another user" "the pool file belongs to uid 65534, not root"
+	chown 0 "$pool" && chmod 666 "$pool"
+	refused "world-writable pool" "the pool file is writable by group or others \(mode 0666\)"
+	chmod 620 "$pool"
+	refused "group-writable pool" "the pool file is writable by group or others \(mode 0620\)"
+	chmod 600 "$pool" && chown 65534 "$tmp"
+	refused "directory of another user" "its directory $tmp belongs to uid 65534"
+	chown 0 "$tmp" && chmod 777 "$tmp"
+	refused "world-writable directory" "its directory $tmp is writable by group or others"
+	chmod 755 "$tmp"
+	run "$FERRITE" mount "$pool" "$mnt" # root's alone: mounted, no warning
+	[ "$rc" -eq 0 ] || bad "a pool of root's was refused"
+	err_has "warning" && bad "a warning for a pool of root's"
+	need "$FERRITE" umount "$mnt"
+	chown 65534 "$pool"
+	run "$FERRITE" mount -o allow_untrusted_pool "$pool" "$mnt"
+	[ "$rc" -eq 0 ] || bad "-o allow_untrusted_pool should mount"
+	err_has "warning: $pool: the pool file belongs to uid 65534, not root; serving it as root anyway" ||
+		bad "no warning with allow_untrusted_pool"
+	need touch "$mnt/works"
+	need "$FERRITE" umount "$mnt"
 }
 
 declare -F "case_$CASE" >/dev/null || {
