@@ -148,6 +148,27 @@ int files_parse(const char *cmd, const char *shortopts, const char *usage, int a
 int files_run(const char *cmd, const char *pool, int (*fn)(const struct side *pool, void *arg),
 	      void *arg);
 
+/* ---- walking trees (ls -R, cp -r) ---------------------------------------------- */
+
+#define CLI_MAX_DEPTH 1024 /* directories below an operand that a walk enters */
+
+/* A directory a walk is in, and the ones it is inside. A walk refuses to
+ * enter a directory that is also one of its ancestors (a hard-linked
+ * directory loop, which only a damaged or crafted pool holds) or that lies
+ * deeper than CLI_MAX_DEPTH, so neither recurses without end. */
+struct cli_walk {
+	dev_t dev;
+	ino_t ino;
+	const char *prefix, *path; /* for messages */
+	const struct cli_walk *up;
+	int depth;
+};
+
+/* Fills w for directory PATH (attributes st) below up (NULL at the top).
+ * Returns 0, or -ELOOP with the reason in why when it must not be entered. */
+int cli_walk_enter(struct cli_walk *w, const struct cli_walk *up, const char *prefix,
+		   const char *path, const struct stat *st, char *why, size_t cap);
+
 /* ---- sides: where ls, cat and cp read and write ----------------------------- */
 
 /* One directory entry of a listing. */
@@ -160,6 +181,8 @@ struct side_entry {
 struct side_list {
 	struct side_entry *v;
 	size_t n, cap;
+	size_t refused; /* entries left out because their names are not names
+			 * (pool side, reported): the command must fail */
 };
 
 /* Operations of one side; all return -errno on failure. */
@@ -178,7 +201,11 @@ struct side_ops {
 	int (*symlink)(const struct side *s, const char *target, const char *path);
 	ssize_t (*readlink)(const struct side *s, const char *path, char *buf, size_t size);
 	int (*unlink)(const struct side *s, const char *path);
-	/* with_dots: include "." and ".." */
+	/* with_dots: include "." and "..". The pool side leaves out (and
+	 * reports, counting them in out->refused) entries whose names are
+	 * empty, contain '/' or NUL, a second "." or "..", or a name already
+	 * listed: a damaged or crafted pool must not make ls or cp leave the
+	 * directory they work in (src/util/entname.h). */
 	int (*list)(const struct side *s, const char *path, int with_dots, struct side_list *out);
 	/* message for a failure of this side's last call */
 	const char *(*errmsg)(int rc);
@@ -188,10 +215,11 @@ struct side {
 	const struct side_ops *ops;
 	ferrite_fs *fs;	    /* pool side only */
 	const char *prefix; /* shown before paths in messages: "" or "pool:" */
+	const char *cmd;    /* pool side: the command named in its messages */
 };
 
 void side_init_host(struct side *s);
-void side_init_pool(struct side *s, ferrite_fs *fs);
+void side_init_pool(struct side *s, ferrite_fs *fs, const char *cmd);
 void side_list_free(struct side_list *l);
 int side_is_dot_name(const char *name); /* "." or ".." */
 /* "dir/name" ("/name" under "/"); malloc'ed, NULL when out of memory. */

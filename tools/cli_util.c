@@ -97,10 +97,19 @@ const char *cli_api_msg(int rc)
 	return strerror(rc < 0 ? -rc : rc);
 }
 
+/* Prints text on one line: newlines become spaces and other control
+ * characters '?', so a name from a crafted pool cannot drive the terminal. */
 static void print_one_line(FILE *out, const char *text)
 {
-	for (; *text; text++)
-		fputc(*text == '\n' || *text == '\r' ? ' ' : *text, out);
+	for (; *text; text++) {
+		unsigned char c = (unsigned char)*text;
+
+		if (c == '\n' || c == '\r')
+			c = ' ';
+		else if (c < 0x20 || c == 0x7f)
+			c = '?';
+		fputc(c, out);
+	}
 }
 
 /* MSG without a leading "SUBJECT: " (the library names the pool or path
@@ -146,6 +155,34 @@ int cli_unmount(const char *cmd, const char *pool, ferrite_fs *fs)
 	if (rc < 0)
 		cli_error(cmd, pool, rc);
 	return rc;
+}
+
+/* ---- walking trees ---------------------------------------------------------- */
+
+int cli_walk_enter(struct cli_walk *w, const struct cli_walk *up, const char *prefix,
+		   const char *path, const struct stat *st, char *why, size_t cap)
+{
+	const struct cli_walk *a;
+
+	w->dev = st->st_dev;
+	w->ino = st->st_ino;
+	w->prefix = prefix;
+	w->path = path;
+	w->up = up;
+	w->depth = up ? up->depth + 1 : 0;
+	if (w->depth > CLI_MAX_DEPTH) {
+		snprintf(why, cap, "more than %d directories deep; not entered", CLI_MAX_DEPTH);
+		return -ELOOP;
+	}
+	for (a = up; a; a = a->up) {
+		if (a->dev == w->dev && a->ino == w->ino) {
+			snprintf(why, cap,
+				 "is the directory %s%s again (a directory loop); not entered",
+				 a->prefix, a->path);
+			return -ELOOP;
+		}
+	}
+	return 0;
 }
 
 /* ---- sizes and modes -------------------------------------------------------- */

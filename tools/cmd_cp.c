@@ -4,9 +4,17 @@
  * both ends are reached through the side table of side.c, so one copy loop
  * serves every direction. Data is streamed in 1 MiB chunks and the holes
  * the source reports (SEEK_DATA/SEEK_HOLE) are not written.
+ *
+ * The pool is input (docs/security.md): a damaged or crafted pool may hold
+ * entries named "../x" or "", two entries of one name, or a directory that
+ * contains itself. Listings leave out names that are not names (side.c);
+ * a tree walk refuses directory loops and depths beyond CLI_MAX_DEPTH
+ * (cli_walk_enter); and below the operand, cp never writes through a
+ * symlink at the destination, not even one it has just made.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -40,6 +48,7 @@ struct cp_ctx {
 	const struct side *pool;
 	char *buf;
 	int failed;
+	const struct cli_walk *walk; /* directory being copied; NULL at an operand */
 };
 
 /* One end of a copy: a side and a path on it. */
@@ -184,14 +193,27 @@ static int cp_file_contents(struct cp_ctx *c, const struct cp_loc *src, int sfd,
 	return rc;
 }
 
+/* Inside a tree, is there a symlink at dst? (It is not written through.) */
+static int cp_dst_is_link(const struct cp_ctx *c, const struct cp_loc *dst)
+{
+	struct stat st;
+
+	return c->walk && dst->side->ops->lstat(dst->side, dst->path, &st) == 0 &&
+	       S_ISLNK(st.st_mode);
+}
+
 static void cp_file(struct cp_ctx *c, const struct cp_loc *src, const struct stat *st,
 		    const struct cp_loc *dst)
 {
 	const struct side *ss = src->side, *ds = dst->side;
-	int sfd, dfd, rc, close_rc;
+	int sfd, dfd, rc, close_rc, nofollow = c->walk ? O_NOFOLLOW : 0;
 
 	if (cp_same_file(src, st, dst)) {
 		cp_fail_msg(c, dst, "is the same file as the source");
+		return;
+	}
+	if (cp_dst_is_link(c, dst)) {
+		cp_fail_msg(c, dst, "is a symlink; will not write through it");
 		return;
 	}
 	sfd = ss->ops->open(ss, src->path, O_RDONLY, 0);
@@ -199,7 +221,8 @@ static void cp_file(struct cp_ctx *c, const struct cp_loc *src, const struct sta
 		cp_fail(c, src, sfd);
 		return;
 	}
-	dfd = ds->ops->open(ds, dst->path, O_WRONLY | O_CREAT | O_TRUNC, st->st_mode & 07777);
+	dfd = ds->ops->open(ds, dst->path, O_WRONLY | O_CREAT | O_TRUNC | nofollow,
+			    st->st_mode & 07777);
 	if (dfd < 0) {
 		cp_fail(c, dst, dfd);
 		ss->ops->close(ss, sfd);
@@ -272,6 +295,8 @@ static void cp_dir_entries(struct cp_ctx *c, const struct cp_loc *src, const str
 	int rc;
 
 	rc = src->side->ops->list(src->side, src->path, 0, &l);
+	if (l.refused)
+		c->failed = 1; /* names that are not names: reported, left out */
 	if (rc < 0)
 		cp_fail(c, src, rc);
 	for (i = 0; rc == 0 && i < l.n; i++)
@@ -279,18 +304,38 @@ static void cp_dir_entries(struct cp_ctx *c, const struct cp_loc *src, const str
 	side_list_free(&l);
 }
 
+/* Copies the entries of src into dst with src as the walk's innermost
+ * directory. */
+static void cp_dir_walk(struct cp_ctx *c, const struct cp_loc *src, const struct cli_walk *w,
+			const struct cp_loc *dst)
+{
+	const struct cli_walk *outer = c->walk;
+
+	c->walk = w;
+	cp_dir_entries(c, src, dst);
+	c->walk = outer;
+}
+
 static void cp_dir(struct cp_ctx *c, const struct cp_loc *src, const struct stat *st,
 		   const struct cp_loc *dst)
 {
 	const struct side *ds = dst->side;
 	mode_t mode = st->st_mode & 07777;
+	char why[PATH_MAX + 128];
 	struct stat dst_st;
+	struct cli_walk w;
 	int rc;
 
+	if (cli_walk_enter(&w, c->walk, src->side->prefix, src->path, st, why, sizeof(why)) < 0) {
+		cp_fail_msg(c, src, why);
+		return;
+	}
 	rc = ds->ops->mkdir(ds, dst->path, mode | S_IRWXU); /* writable while filling */
-	if (rc == -EEXIST && ds->ops->stat(ds, dst->path, &dst_st) == 0) {
+	/* Below the operand a symlink at dst is not followed (cp_dst_is_link). */
+	if (rc == -EEXIST && (c->walk ? ds->ops->lstat(ds, dst->path, &dst_st)
+				      : ds->ops->stat(ds, dst->path, &dst_st)) == 0) {
 		if (S_ISDIR(dst_st.st_mode))
-			cp_dir_entries(c, src, dst); /* merge into the existing directory */
+			cp_dir_walk(c, src, &w, dst); /* merge into the existing directory */
 		else
 			cp_fail_msg(c, dst, "exists and is not a directory");
 		return;
@@ -299,7 +344,7 @@ static void cp_dir(struct cp_ctx *c, const struct cp_loc *src, const struct stat
 		cp_fail(c, dst, rc);
 		return;
 	}
-	cp_dir_entries(c, src, dst);
+	cp_dir_walk(c, src, &w, dst);
 	rc = ds->ops->chmod(ds, dst->path, mode);
 	if (rc < 0)
 		cp_fail(c, dst, rc);

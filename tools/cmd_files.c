@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -86,7 +87,7 @@ int files_run(const char *cmd, const char *pool, int (*fn)(const struct side *, 
 
 	if (cli_mount(cmd, pool, &fs) < 0)
 		return CLI_EXIT_FAILURE;
-	side_init_pool(&side, fs);
+	side_init_pool(&side, fs, cmd);
 	failed = fn(&side, arg);
 	if (cli_unmount(cmd, pool, fs) < 0)
 		failed = 1;
@@ -100,6 +101,7 @@ struct ls_ctx {
 	const struct files_args *args;
 	int failed;
 	int printed; /* something was listed: separate sections by a blank line */
+	int tty;     /* stdout is a terminal: control characters in names shown as '?' */
 };
 
 /* One name to list, with its attributes (long format or recursion). */
@@ -119,6 +121,17 @@ static void ls_fail_local(struct ls_ctx *c, const char *path, int err)
 {
 	cli_fail("ls", "", path, strerror(err));
 	c->failed = 1;
+}
+
+/* Writes a name (or path) to stdout; on a terminal, control characters are
+ * shown as '?' like ls(1) does, so a name cannot drive the terminal. */
+static void ls_show(const struct ls_ctx *c, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char ch = (unsigned char)*s;
+
+		putchar(c->tty && (ch < 0x20 || ch == 0x7f) ? '?' : ch);
+	}
 }
 
 static char ls_type_char(mode_t m)
@@ -197,10 +210,15 @@ static void ls_print_long(struct ls_ctx *c, const struct ls_item *it, const stru
 		cli_error("ls", it->path, rc);
 		c->failed = 1;
 	}
-	printf("%s %*llu %*u %*u %*lld %s %s%s%s\n", mode, w->nlink,
-	       (unsigned long long)it->st.st_nlink, w->uid, (unsigned)it->st.st_uid, w->gid,
-	       (unsigned)it->st.st_gid, w->size, (long long)it->st.st_size, when, it->name,
-	       target ? " -> " : "", target ? target : "");
+	printf("%s %*llu %*u %*u %*lld %s ", mode, w->nlink, (unsigned long long)it->st.st_nlink,
+	       w->uid, (unsigned)it->st.st_uid, w->gid, (unsigned)it->st.st_gid, w->size,
+	       (long long)it->st.st_size, when);
+	ls_show(c, it->name);
+	if (target) {
+		fputs(" -> ", stdout);
+		ls_show(c, target);
+	}
+	putchar('\n');
 	free(target);
 }
 
@@ -210,8 +228,10 @@ static void ls_print_items(struct ls_ctx *c, const struct ls_item *items, size_t
 	size_t i;
 
 	if (!c->args->longfmt) {
-		for (i = 0; i < n; i++)
-			puts(items[i].name);
+		for (i = 0; i < n; i++) {
+			ls_show(c, items[i].name);
+			putchar('\n');
+		}
 		return;
 	}
 	ls_measure(items, n, &w);
@@ -278,28 +298,60 @@ static struct ls_item *ls_items_of(struct ls_ctx *c, const char *dir, const stru
 	return items;
 }
 
-static void ls_dir(struct ls_ctx *c, const char *path, int header)
+/* With -R: may directory PATH be entered below up? (cli_walk_enter) */
+static int ls_enter(struct ls_ctx *c, const char *path, const struct cli_walk *up,
+		    struct cli_walk *w)
+{
+	const struct side *s = c->side;
+	char why[PATH_MAX + 128];
+	struct stat st;
+	int rc;
+
+	/* The operand's symlink is followed (ls_operand_stat); below it, not. */
+	rc = up ? s->ops->lstat(s, path, &st) : s->ops->stat(s, path, &st);
+	if (rc < 0) {
+		cli_error("ls", path, rc);
+		c->failed = 1;
+		return rc;
+	}
+	rc = cli_walk_enter(w, up, "", path, &st, why, sizeof(why));
+	if (rc < 0) {
+		cli_fail("ls", "", path, why);
+		c->failed = 1;
+	}
+	return rc;
+}
+
+static void ls_dir(struct ls_ctx *c, const char *path, int header, const struct cli_walk *up)
 {
 	struct side_list l = {0};
 	struct ls_item *items;
+	struct cli_walk w = {0};
 	size_t n, i;
 	int rc;
 
+	if (c->args->recursive && ls_enter(c, path, up, &w) < 0)
+		return;
 	rc = c->side->ops->list(c->side, path, c->args->all, &l);
+	if (l.refused)
+		c->failed = 1; /* names that are not names: reported, left out */
 	if (rc < 0) {
 		cli_error("ls", path, rc);
 		c->failed = 1;
 		side_list_free(&l);
 		return;
 	}
-	if (header)
-		printf("%s%s:\n", c->printed ? "\n" : "", path);
+	if (header) {
+		fputs(c->printed ? "\n" : "", stdout);
+		ls_show(c, path);
+		fputs(":\n", stdout);
+	}
 	c->printed = 1;
 	items = ls_items_of(c, path, &l, &n);
 	ls_print_items(c, items, n);
 	for (i = 0; c->args->recursive && i < n; i++)
 		if (items[i].is_dir && !side_is_dot_name(items[i].name))
-			ls_dir(c, items[i].path, 1);
+			ls_dir(c, items[i].path, 1, &w);
 	ls_items_free(items, n);
 	side_list_free(&l);
 }
@@ -369,7 +421,7 @@ static void ls_operands(struct ls_ctx *c, char **args, size_t n)
 	ls_print_items(c, files, nfiles);
 	c->printed = nfiles > 0;
 	for (i = 0; i < ndirs; i++)
-		ls_dir(c, dirs[i].path, n > 1 || c->args->recursive);
+		ls_dir(c, dirs[i].path, n > 1 || c->args->recursive, NULL);
 	ls_items_free(files, nfiles);
 	ls_items_free(dirs, ndirs);
 }
@@ -377,7 +429,7 @@ static void ls_operands(struct ls_ctx *c, char **args, size_t n)
 static int ls_on_pool(const struct side *side, void *arg)
 {
 	const struct files_args *a = arg;
-	struct ls_ctx c = {.side = side, .args = a};
+	struct ls_ctx c = {.side = side, .args = a, .tty = isatty(STDOUT_FILENO)};
 	char root[] = "/";
 	char *def[] = {root};
 

@@ -9,6 +9,13 @@
  * with the daemon's error). `ferrite umount` knows the daemon has finished
  * when it can take the pool's lock, which the daemon holds until the pool
  * is cleanly unmounted.
+ *
+ * As root, the daemon serves every user from the pool, so it refuses a pool
+ * that someone other than root can write (pool_untrusted): whoever writes
+ * the pool file chooses every byte the daemon reads from it. The pool file
+ * and every directory above it must belong to root and be writable by no
+ * one else (a directory: unless sticky, like /dev/shm); -o
+ * allow_untrusted_pool overrides this with a warning (docs/security.md).
  */
 #include <dirent.h>
 #include <stdarg.h>
@@ -46,12 +53,17 @@ static const char mount_usage[] =
     "                  threads=N         most worker threads (default 2 per CPU, >= 8)\n"
     "                  mode=strict|sync  consistency mode for this mount (default: the\n"
     "                                    pool's, from mkfs); strict: every write atomic\n"
+    "                  allow_untrusted_pool  as root, serve a pool that another user\n"
+    "                                    can write (refused otherwise; see\n"
+    "                                    docs/security.md)\n"
     "                  ro, and other FUSE/kernel options, are passed on\n"
     "  --pool POOL   same as the POOL argument\n"
     "  -h, --help    show this help\n"
     "\nPOOL defaults to $FERRITE_POOL, else /dev/shm/ferrite/default.pool.\n"
     "When run as root the mount is open to all users (allow_other); the kernel\n"
-    "checks permissions (default_permissions). Unmount with `ferrite umount DIR`.\n"
+    "checks permissions (default_permissions), and the pool file and the\n"
+    "directories above it must be writable by root alone. Unmount with\n"
+    "`ferrite umount DIR`.\n"
     "Exit status: 0 mounted, 1 failed, 2 usage error.\n";
 
 static const char umount_usage[] =
@@ -211,7 +223,7 @@ static pid_t lock_holder(const char *pool, char *comm, size_t cap)
 struct mount_args {
 	const char *pool;
 	const char *dir;
-	int foreground, debug, nonempty;
+	int foreground, debug, nonempty, allow_untrusted;
 	struct fuse_front_opts fo;
 	char passed[4096]; /* -o options for libfuse */
 };
@@ -234,6 +246,8 @@ static int take_options(struct mount_args *a, char *list)
 		int bad = 0;
 		if (strcmp(o, "nonempty") == 0)
 			a->nonempty = 1;
+		else if (strcmp(o, "allow_untrusted_pool") == 0)
+			a->allow_untrusted = 1;
 		else if (strncmp(o, "attr_timeout=", 13) == 0)
 			bad = parse_seconds(o + 13, &a->fo.attr_timeout);
 		else if (strncmp(o, "entry_timeout=", 14) == 0)
@@ -364,6 +378,47 @@ static int check_dir(struct mount_args *a, char *canon)
 	return 0;
 }
 
+/* Can a user other than root write the file or directory at path (st)?
+ * A sticky directory counts as root's alone: others may add entries but not
+ * replace root's (the entry below it was checked to be root's). */
+static int others_can_write(const struct stat *st, const char *path, char *why, size_t cap)
+{
+	const char *what = S_ISDIR(st->st_mode) ? "its directory " : "the pool file";
+	if (!S_ISDIR(st->st_mode))
+		path = "";
+	if (st->st_uid != 0) {
+		snprintf(why, cap, "%s%s belongs to uid %u, not root", what, path,
+			 (unsigned)st->st_uid);
+		return 1;
+	}
+	if ((st->st_mode & (S_IWGRP | S_IWOTH)) &&
+	    !(S_ISDIR(st->st_mode) && (st->st_mode & S_ISVTX))) {
+		snprintf(why, cap, "%s%s is writable by group or others (mode %04o)", what, path,
+			 (unsigned)(st->st_mode & 07777));
+		return 1;
+	}
+	return 0;
+}
+
+/* Is the pool at canon (no symlinks in it) writable by a user other than
+ * root, through its file or a directory above it? 1 with why, 0, or -errno. */
+static int pool_untrusted(const char *canon, char *why, size_t cap)
+{
+	char path[PATH_MAX];
+	struct stat st;
+	snprintf(path, sizeof(path), "%s", canon);
+	for (;;) {
+		if (lstat(path, &st))
+			return -errno;
+		if (others_can_write(&st, path, why, cap))
+			return 1;
+		char *slash = strrchr(path, '/');
+		if (!slash || (slash == path && path[1] == '\0'))
+			return 0;
+		slash[slash == path] = '\0'; /* the parent; "/" after "/x" */
+	}
+}
+
 static int check_pool(struct mount_args *a, char *canon)
 {
 	struct mnt m;
@@ -375,6 +430,24 @@ static int check_pool(struct mount_args *a, char *canon)
 	}
 	if (find_mount(NULL, canon, &m))
 		return mount_fail("%s: pool is already mounted on %s", a->pool, m.point);
+	if (geteuid() != 0)
+		return 0;
+	char why[PATH_MAX + 128];
+	int rc = pool_untrusted(canon, why, sizeof(why));
+	if (rc < 0)
+		return mount_fail("%s: %s", a->pool, strerror(-rc));
+	if (rc && !a->allow_untrusted)
+		return mount_fail("%s: refusing to serve this pool as root: %s, so another user "
+				  "can change what the daemon reads (make the pool and its "
+				  "directories root's alone, or mount it as its owner; "
+				  "-o allow_untrusted_pool overrides this)",
+				  a->pool, why);
+	if (rc)
+		fprintf(stderr,
+			"ferrite mount: warning: %s: %s; serving it as root anyway "
+			"(allow_untrusted_pool): whoever can write the pool can make the daemon "
+			"misbehave\n",
+			a->pool, why);
 	return 0;
 }
 

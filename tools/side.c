@@ -3,6 +3,8 @@
  * operation table (struct side_ops): the host through libc, and a mounted
  * pool through ferrite.h. Every operation returns -errno on failure; the
  * table also says how to explain a failure (strerror or ferrite_errmsg).
+ * The pool is input: its listings leave out (and report) entries whose
+ * names could lead outside the directory being read (util/entname.h).
  */
 #include <dirent.h>
 #include <errno.h>
@@ -12,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "util/entname.h"
 
 /* ---- listings ----------------------------------------------------------------- */
 
@@ -240,6 +243,7 @@ void side_init_host(struct side *s)
 	s->ops = &host_ops;
 	s->fs = NULL;
 	s->prefix = "";
+	s->cmd = NULL;
 }
 
 /* ---- pool (ferrite.h) ---------------------------------------------------------------- */
@@ -314,23 +318,67 @@ static int pool_unlink(const struct side *s, const char *path)
 	return ferrite_unlink(s->fs, path);
 }
 
+/* Leaves an entry of directory DIR out of a listing, with a message. */
+static void pool_list_refuse(const struct side *s, const char *dir, const char *name,
+			     const char *why, struct side_list *out)
+{
+	char shown[96], msg[256];
+
+	snprintf(msg, sizeof(msg),
+		 "entry '%s' refused: %s (the pool is damaged or crafted; `ferrite fsck` "
+		 "checks it)",
+		 fr_entname_show(name, SIZE_MAX, shown, sizeof(shown)), why);
+	cli_fail(s->cmd, s->prefix, dir, msg);
+	out->refused++;
+}
+
+/* A sorted listing keeps the first of several entries of one name: a
+ * second one (a symlink after a directory of the same name, say) would be
+ * copied over or through the first. */
+static void pool_list_dedup(const struct side *s, const char *dir, struct side_list *l)
+{
+	size_t i, k = 0;
+
+	for (i = 0; i < l->n; i++) {
+		if (k > 0 && strcmp(l->v[k - 1].name, l->v[i].name) == 0) {
+			pool_list_refuse(s, dir, l->v[i].name, "a second entry of that name", l);
+			free(l->v[i].name);
+			continue;
+		}
+		l->v[k++] = l->v[i];
+	}
+	l->n = k;
+}
+
 static int pool_list(const struct side *s, const char *path, int with_dots, struct side_list *out)
 {
+	struct fr_entname_state names = {0};
 	struct ferrite_dirent e;
+	const char *why;
 	ferrite_dir *d;
 	int rc;
 
 	rc = ferrite_opendir(s->fs, path, &d);
 	if (rc < 0)
 		return rc;
-	while ((rc = ferrite_readdir(d, &e)) == 1) {
-		e.name[sizeof(e.name) - 1] = '\0';
+	for (;;) {
+		memset(e.name, 0, sizeof(e.name)); /* entname.h: finds NUL bytes inside */
+		rc = ferrite_readdir(d, &e);
+		if (rc != 1)
+			break;
+		why = fr_entname_problem(&names, e.name, sizeof(e.name));
+		if (why) {
+			e.name[sizeof(e.name) - 1] = '\0'; /* shown up to here */
+			pool_list_refuse(s, path, e.name, why, out);
+			continue;
+		}
 		rc = list_add_filtered(out, e.name, e.type, with_dots);
 		if (rc < 0)
 			break;
 	}
 	ferrite_closedir(d);
 	list_sort(out);
+	pool_list_dedup(s, path, out);
 	return rc < 0 ? rc : 0;
 }
 
@@ -353,9 +401,10 @@ static const struct side_ops pool_ops = {
     .errmsg = cli_api_msg,
 };
 
-void side_init_pool(struct side *s, ferrite_fs *fs)
+void side_init_pool(struct side *s, ferrite_fs *fs, const char *cmd)
 {
 	s->ops = &pool_ops;
 	s->fs = fs;
 	s->prefix = "pool:";
+	s->cmd = cmd;
 }

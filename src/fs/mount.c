@@ -14,7 +14,7 @@
 
 #include "fs/fs.h"
 
-#define DEFAULT_POOL_PATH "/dev/shm/ferrite/default.pool"
+#define DEFAULT_POOL_PATH POOL_DEFAULT_PATH /* space.h */
 
 const char *ferrite_default_pool(void)
 {

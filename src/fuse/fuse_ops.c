@@ -14,7 +14,11 @@
  *               may be cached (keep_cache) while writes are written through
  *               (no writeback cache: a write returns when it is durable).
  *             R3 every entry reply counts one lookup on its node
- *               (fuse_nodes.c), undone when the reply cannot be delivered.
+ *               (fuse_nodes.c), undone when the reply cannot be delivered;
+ *             R4 the kernel never gets a directory entry whose name is not a
+ *               name (empty, with '/' or NUL, a second "." or ".."): the pool
+ *               is input, and readdir fails with EUCLEAN at such an entry
+ *               (util/entname.h, docs/security.md).
  * Crash argument: the daemon keeps nothing persistent of its own.
  * Locking: per directory stream, a mutex (the kernel may read one open
  *   directory from several threads); none otherwise.
@@ -30,6 +34,7 @@
 #include <unistd.h>
 
 #include "fuse_front.h"
+#include "util/entname.h"
 
 static struct ffront *ff_of(fuse_req_t req)
 {
@@ -535,8 +540,11 @@ struct fdir {
 	pthread_mutex_t lock;
 	ferrite_dir *dir;
 	int fd;
-	int64_t pos; /* FUSE offset the stream stands at (cookie of the next entry) */
-	int pending; /* ent was read but did not fit the last reply */
+	int64_t pos;	     /* FUSE offset the stream stands at (cookie of the next entry) */
+	int pending;	     /* ent was read but did not fit the last reply, or was refused */
+	const char *refused; /* why ent's name is not a name (R4), or NULL */
+	int told;	     /* the refusal was logged */
+	struct fr_entname_state names;
 	struct ferrite_dirent ent;
 };
 
@@ -577,6 +585,23 @@ static int is_dot(const char *n)
 	return n[0] == '.' && (n[1] == '\0' || (n[1] == '.' && n[2] == '\0'));
 }
 
+/* R4: an entry the kernel must not see. It stays pending, so every read
+ * from here on fails the same way; the entries before it were delivered. */
+static int refuse_entry(fuse_ino_t ino, struct fdir *d)
+{
+	char shown[96];
+	if (!d->told)
+		fuse_log(FUSE_LOG_ERR,
+			 "ferrite mount: directory %llu: entry '%s' refused: %s (the pool is "
+			 "damaged or crafted; unmount it and run `ferrite fsck`)\n",
+			 (unsigned long long)ino,
+			 fr_entname_show(d->ent.name, sizeof(d->ent.name), shown, sizeof(shown)),
+			 d->refused);
+	d->told = 1;
+	d->pending = 1;
+	return -EUCLEAN;
+}
+
 /* readdir and readdirplus. Offsets are the library's cookies (stable while
  * entries come and go), so a reply cut short resumes exactly. */
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
@@ -594,16 +619,25 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		rc = ferrite_seekdir(d->dir, off);
 		d->pos = off;
 		d->pending = 0;
+		fr_entname_reset(&d->names);
 	}
 	if (plus)
 		cred_enter(req);
 	while (!rc) {
 		if (!d->pending) {
+			memset(d->ent.name, 0, sizeof(d->ent.name)); /* entname.h */
 			int r = ferrite_readdir(d->dir, &d->ent);
 			if (r <= 0) {
 				rc = used ? 0 : r; /* report an error only with nothing to show */
 				break;
 			}
+			d->refused =
+			    fr_entname_problem(&d->names, d->ent.name, sizeof(d->ent.name));
+		}
+		if (d->refused) {
+			int r = refuse_entry(ino, d);
+			rc = used ? 0 : r;
+			break;
 		}
 		d->pending = 0;
 		size_t len;

@@ -12,7 +12,11 @@
  *               POSIX says of fdopendir) and holds a reference on its file;
  *             R2 getdents64 reads through one stream per open file
  *               description (sh_file.dir), so its position is shared by
- *               dup'ed descriptors as the kernel's is.
+ *               dup'ed descriptors as the kernel's is;
+ *             R3 the program never gets an entry whose name is not a name
+ *               (empty, with '/' or NUL, a second "." or ".."): the pool is
+ *               input, so the read fails with EUCLEAN at such an entry, and
+ *               the stream stays before it (util/entname.h, docs/security.md).
  * Locking: a stream's mutex serialises its readers (readdir on one DIR from
  *   several threads is allowed by glibc).
  */
@@ -20,11 +24,13 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "preload/shim.h"
+#include "util/entname.h"
 
 #define DIR_MAGIC 0xfe22173d1e5a11edULL
 
@@ -34,6 +40,7 @@ struct sh_dir {
 	struct sh_file *f;
 	ferrite_dir *d;
 	pthread_mutex_t lock;
+	struct fr_entname_state names; /* R3 */
 	struct dirent ent;
 	struct dirent64 ent64;
 };
@@ -99,10 +106,33 @@ SH_EXPORT DIR *opendir(const char *path)
 	return d;
 }
 
+/* Reads the next entry of d into fe: 1, 0 at the end, or -errno. An entry
+ * whose name is not a name (R3) is reported on stderr and gives -EUCLEAN,
+ * with the stream left before it. */
+static int read_checked(const struct sh_file *f, ferrite_dir *d, struct fr_entname_state *names,
+			struct ferrite_dirent *fe)
+{
+	int64_t at = SH_CALL(ferrite_telldir(d));
+	memset(fe->name, 0, sizeof(fe->name)); /* entname.h: finds NUL bytes inside */
+	int rc = SH_CALL(ferrite_readdir(d, fe));
+	const char *why = rc == 1 ? fr_entname_problem(names, fe->name, sizeof(fe->name)) : NULL;
+	if (!why)
+		return rc;
+	char shown[96];
+	fprintf(stderr,
+		"ferrite: %s%s: entry '%s' refused: %s (the pool is damaged or crafted; "
+		"`ferrite fsck` checks it)\n",
+		sh_cfg.prefix, f->path ? f->path : "",
+		fr_entname_show(fe->name, sizeof(fe->name), shown, sizeof(shown)), why);
+	if (at >= 0)
+		SH_CALL(ferrite_seekdir(d, at));
+	return -EUCLEAN;
+}
+
 /* 1 with fe filled, 0 at the end, -errno. */
 static int next_ent(struct sh_dir *sd, struct ferrite_dirent *fe)
 {
-	return SH_CALL(ferrite_readdir(sd->d, fe));
+	return read_checked(sd->f, sd->d, &sd->names, fe);
 }
 
 static void fill(struct dirent64 *e, const struct ferrite_dirent *fe)
@@ -198,7 +228,11 @@ SH_EXPORT void rewinddir(DIR *d)
 		REAL(rewinddir)(d);
 		return;
 	}
-	SH_CALL(ferrite_rewinddir(((struct sh_dir *)d)->d));
+	struct sh_dir *sd = (struct sh_dir *)d;
+	pthread_mutex_lock(&sd->lock);
+	fr_entname_reset(&sd->names);
+	SH_CALL(ferrite_rewinddir(sd->d));
+	pthread_mutex_unlock(&sd->lock);
 }
 
 SH_EXPORT long telldir(DIR *d)
@@ -214,7 +248,11 @@ SH_EXPORT void seekdir(DIR *d, long pos)
 		REAL(seekdir)(d, pos);
 		return;
 	}
-	SH_CALL(ferrite_seekdir(((struct sh_dir *)d)->d, pos));
+	struct sh_dir *sd = (struct sh_dir *)d;
+	pthread_mutex_lock(&sd->lock);
+	fr_entname_reset(&sd->names);
+	SH_CALL(ferrite_seekdir(sd->d, pos));
+	pthread_mutex_unlock(&sd->lock);
 }
 
 SH_EXPORT int dirfd(DIR *d)
@@ -344,10 +382,12 @@ static ssize_t do_getdents(struct sh_file *f, char *buf, size_t n)
 	}
 	ferrite_dir *d = f->dir;
 	size_t used = 0;
+	struct fr_entname_state names = {__atomic_load_n(&f->dir_dots, __ATOMIC_RELAXED)};
 	for (;;) {
 		int64_t at = SH_CALL(ferrite_telldir(d));
 		struct ferrite_dirent fe;
-		int rc = SH_CALL(ferrite_readdir(d, &fe));
+		int rc = read_checked(f, d, &names, &fe);
+		__atomic_store_n(&f->dir_dots, names.dots, __ATOMIC_RELAXED);
 		if (rc < 0)
 			return used ? (ssize_t)used : rc;
 		if (rc == 0)

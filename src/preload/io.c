@@ -370,6 +370,7 @@ static off_t do_lseek(struct sh_file *f, off_t off, int whence)
 	if (f->dir) {
 		if (whence != SEEK_SET || off < 0)
 			return -EINVAL;
+		__atomic_store_n(&f->dir_dots, 0, __ATOMIC_RELAXED); /* dir.c R3 */
 		int rc = SH_CALL(ferrite_seekdir(f->dir, off));
 		return rc < 0 ? rc : off;
 	}

@@ -95,14 +95,15 @@ static inline long sh_ret(long rc)
 /* ---- descriptors (core.c) ---------------------------------------------------- */
 
 struct sh_file {
-	int ffd;	  /* ferrite descriptor */
-	int refs;	  /* table slots + calls in flight (atomic) */
-	uint64_t ino;	  /* for flock and exec */
-	int oflags;	  /* flags it was opened with */
-	char *path;	  /* pool path at open (exec, fchdir, getcwd); may be NULL */
-	void *dir;	  /* ferrite_dir for getdents64, lazily */
-	int lock;	  /* flock held: 0, LOCK_SH or LOCK_EX (under the flock mutex) */
-	uint64_t exec_id; /* exec.c: groups descriptors of one description */
+	int ffd;	   /* ferrite descriptor */
+	int refs;	   /* table slots + calls in flight (atomic) */
+	uint64_t ino;	   /* for flock and exec */
+	int oflags;	   /* flags it was opened with */
+	char *path;	   /* pool path at open (exec, fchdir, getcwd); may be NULL */
+	void *dir;	   /* ferrite_dir for getdents64, lazily */
+	unsigned dir_dots; /* getdents64: "." and ".." seen (util/entname.h) */
+	int lock;	   /* flock held: 0, LOCK_SH or LOCK_EX (under the flock mutex) */
+	uint64_t exec_id;  /* exec.c: groups descriptors of one description */
 };
 
 /* Is kernel descriptor fd ours? Takes a reference (sh_file_put). */

@@ -6,7 +6,12 @@
  *               exclusive flock on the pool, so no other process maps it;
  *             P2 base maps [0, size) of the pool, 2 MiB aligned, with the
  *               same flags (MAP_SYNC on DAX file systems) as every other
- *               shared mapping of the pool (pool->map_flags).
+ *               shared mapping of the pool (pool->map_flags);
+ *             P3 the default pool (POOL_DEFAULT_PATH, in a place every user
+ *               can write) and its directory are used only if they are no
+ *               symlinks, belong to root or to the caller, and no other
+ *               user can write them (a directory: unless sticky); a pool
+ *               mkfs formats is left mode 0600 (docs/security.md).
  * Crash argument: nothing here writes pool contents; a crash releases the
  *   flock with the process.
  */
@@ -129,6 +134,95 @@ static int tmpfs_is_huge(const char *path, char *why, size_t wlen)
 	return 0;
 }
 
+/* ---- the default pool in /dev/shm (P3) -------------------------------------------- */
+
+/* Refuses a directory or pool in a shared place that another user could
+ * have put there or can change: its owner decides where the pool is and
+ * who reads it. path names it in the message. */
+static int shared_check(const char *path, const struct stat *st, int is_dir)
+{
+	uid_t me = geteuid();
+	mode_t m = st->st_mode;
+	if (is_dir && !S_ISDIR(m))
+		return fr_err(-ENOTDIR, "%s: not a directory; the default pool cannot go there",
+			      path);
+	if (st->st_uid != 0 && st->st_uid != me)
+		return fr_err(-EPERM,
+			      "%s: owned by uid %u, another user, who could read or replace the "
+			      "default pool: refusing it (remove it, or name another pool with "
+			      "FERRITE_POOL or --pool)",
+			      path, (unsigned)st->st_uid);
+	if ((m & (S_IWGRP | S_IWOTH)) && !(is_dir && (m & S_ISVTX)))
+		return fr_err(-EPERM,
+			      "%s: writable by other users (mode %04o), who could replace the "
+			      "default pool: refusing it (chmod go-w it, or remove it)",
+			      path, (unsigned)(m & 07777));
+	return 0;
+}
+
+/* path is a symlink (or else not what O_NOFOLLOW|O_DIRECTORY wanted)? */
+static int shared_open_failed(const char *path, int e, const char *what)
+{
+	struct stat st;
+	if ((e == ELOOP || e == ENOTDIR) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+		return fr_err(-ELOOP,
+			      "%s: is a symlink, which another user may have planted: refusing "
+			      "it as the default pool's %s (remove it)",
+			      path, what);
+	if (e == ENOENT)
+		return fr_err(-ENOENT, "%s: no such pool (create one with `ferrite mkfs`)", path);
+	return fr_err(-e, "%s: cannot open: %s", path, strerror(e));
+}
+
+/* The default pool's directory, made if create and missing, opened without
+ * following a symlink and checked (P3). Returns its descriptor or -errno. */
+static int default_dir_open(const char *dir, int create)
+{
+	if (create && mkdir(dir, 0755) && errno != EEXIST)
+		return fr_err(-errno, "%s: cannot create: %s", dir, strerror(errno));
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (dfd < 0)
+		return shared_open_failed(dir, errno, "directory");
+	struct stat st;
+	int rc = fstat(dfd, &st) ? fr_err(-errno, "%s: %s", dir, strerror(errno))
+				 : shared_check(dir, &st, 1);
+	if (rc) {
+		close(dfd);
+		return rc;
+	}
+	return dfd;
+}
+
+/* Opens the default pool path under P3 with access mode acc: the
+ * directory checked, the pool opened (created with mode 0600 if create)
+ * without following a symlink, then checked. Nobody else can rename the
+ * checked directory away in the sticky /dev/shm, and the pool is opened
+ * relative to it. */
+static int default_pool_open(const char *path, int create, int acc)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	*slash = 0;
+	int dfd = default_dir_open(dir, create);
+	if (dfd < 0)
+		return dfd;
+	int fd =
+	    openat(dfd, slash + 1, acc | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	int e = errno;
+	close(dfd);
+	if (fd < 0)
+		return shared_open_failed(path, e, "file");
+	struct stat st;
+	int rc = fstat(fd, &st) ? fr_err(-errno, "%s: %s", path, strerror(errno))
+				: shared_check(path, &st, 0);
+	if (rc) {
+		close(fd);
+		return rc;
+	}
+	return fd;
+}
+
 void pool_prepare_default_dir(const char *pool_path)
 {
 	char dir[PATH_MAX];
@@ -137,8 +231,12 @@ void pool_prepare_default_dir(const char *pool_path)
 	if (!slash || slash == dir)
 		return;
 	*slash = 0;
-	if (mkdir(dir, 0755) && errno != EEXIST)
+	/* P3 first: a tmpfs is mounted only on a directory that passed (the
+	 * pool's own open reports a refusal). */
+	int dfd = default_dir_open(dir, 1);
+	if (dfd < 0)
 		return;
+	close(dfd);
 	char why[128];
 	if (tmpfs_is_huge(dir, why, sizeof(why)))
 		return;
@@ -158,14 +256,14 @@ void pool_prepare_default_dir(const char *pool_path)
 	}
 	/* Refuse to hide existing files under a new mount. */
 	int nonempty = 0;
-	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
 	if (dfd >= 0) {
 		char buf[1024];
 		long n = syscall(SYS_getdents64, dfd, buf, sizeof(buf));
 		nonempty = n > 48; /* "." and ".." take 48 bytes; more means entries */
 		close(dfd);
 	}
-	if (nonempty)
+	if (nonempty || dfd < 0)
 		return;
 	mount("ferrite", dir, "tmpfs", MS_NOSUID | MS_NODEV, "huge=within_size,mode=0755");
 }
@@ -179,7 +277,14 @@ int pool_open(struct pool *p, const char *path, int flags)
 		return fr_err(-EINVAL, "no pool path given");
 	if (!*path)
 		return fr_err(-ENOENT, "empty pool path");
-	int fd = open(path, (priv ? O_RDONLY : O_RDWR) | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	int fd, acc = priv ? O_RDONLY : O_RDWR;
+	if (strcmp(path, POOL_DEFAULT_PATH) == 0) { /* P3 */
+		fd = default_pool_open(path, create, acc);
+		if (fd < 0)
+			return fd;
+	} else {
+		fd = open(path, acc | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	}
 	if (fd < 0) {
 		int e = errno;
 		if (e == ENOENT)
@@ -286,6 +391,12 @@ int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64
 {
 	if (p->kind == POOL_DEVDAX)
 		return 0;
+	/* P3: whoever can read the pool file reads every file in it, whatever
+	 * their modes in the pool; mkfs over an existing file changes its mode
+	 * before the old contents go and the new ones are written. */
+	if (fchmod(p->fd, 0600))
+		return fr_err(-errno, "%s: cannot make the pool private (mode 0600): %s", p->path,
+			      strerror(errno));
 	if (ftruncate(p->fd, 0) || ftruncate(p->fd, (off_t)size))
 		return fr_err(-errno, "%s: cannot size the pool to %llu bytes: %s", p->path,
 			      (unsigned long long)size, strerror(errno));

@@ -48,6 +48,11 @@ struct pool {
 	int guarded;	    /* every mapping of the pool is read-only (pm.h) */
 };
 
+/* The pool used when none is named (ferrite_default_pool without
+ * $FERRITE_POOL). It lies in a directory any user can write, so pool_open
+ * checks it and its directory before use (pool.c P3). */
+#define POOL_DEFAULT_PATH "/dev/shm/ferrite/default.pool"
+
 /* Opens (POOL_CREATE: creates) the pool file or device and takes the
  * single-opener lock. Does not map it. POOL_PRIVATE: a private view for
  * checking without writing (fsck -n): the file is opened read-only and
@@ -55,14 +60,15 @@ struct pool {
 #define POOL_CREATE  1
 #define POOL_PRIVATE 2
 int pool_open(struct pool *p, const char *path, int flags);
-/* Sets the file's size and allocates all of it (mkfs only). */
+/* Makes the file mode 0600, sets its size and allocates all of it (mkfs only). */
 int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64_t, uint64_t),
 		  void *arg);
 /* Maps [0, size) and chooses the persist functions. */
 int pool_map(struct pool *p, uint64_t size);
 void pool_close(struct pool *p);
-/* Gives the default pool's directory 2 MiB pages if the machine allows it
- * (a tmpfs mounted with huge=within_size; needs CAP_SYS_ADMIN). */
+/* Creates the default pool's directory if missing and, if it passes pool.c's
+ * P3, gives it 2 MiB pages if the machine allows it (a tmpfs mounted with
+ * huge=within_size; needs CAP_SYS_ADMIN). */
 void pool_prepare_default_dir(const char *pool_path);
 
 /* Window mapping state (vspace.c), one byte per 2 MiB window. */

@@ -364,12 +364,66 @@ static void stats_path(char *buf, size_t n, const char *uuid)
 	snprintf(buf, n, "/dev/shm/ferrite-tier-%s.stats", uuid);
 }
 
+/* The stats file lives in /dev/shm, where every user can create files: one
+ * planted there (a symlink to a file of root's, or a file of another user)
+ * must not be written or believed (docs/security.md). It is made with
+ * O_EXCL; an existing one (left by a killed mount, or a copy of this pool's)
+ * is taken only if it is no symlink, a regular file with one link, ours, and
+ * nobody else can write it. Returns the descriptor, or -errno with *why set
+ * when a file is there that is refused. */
+static int stats_file_open(const char *path, mode_t mode, const char **why)
+{
+	*why = NULL;
+	int fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+	if (fd >= 0)
+		return fd;
+	if (errno != EEXIST)
+		return -errno;
+	fd = open(path, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		int e = errno;
+		*why = e == ELOOP ? "it is a symlink" : strerror(e);
+		return -e;
+	}
+	struct stat st;
+	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1)
+		*why = "it is not a plain file";
+	else if (st.st_uid != geteuid())
+		*why = "it belongs to another user";
+	else if (st.st_mode & (S_IWGRP | S_IWOTH))
+		*why = "other users can write it";
+	if (*why) {
+		close(fd);
+		return -EPERM;
+	}
+	return fd;
+}
+
+/* Is the stats file at fd one `ferrite stats` may believe? Its owner is
+ * root, the caller or the pool's owner, and nobody else can write it. */
+static int stats_file_trusted(int fd, uid_t pool_owner)
+{
+	struct stat st;
+	return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+	       (st.st_uid == 0 || st.st_uid == geteuid() || st.st_uid == pool_owner) &&
+	       !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
 static void stats_open(struct tier *t)
 {
 	stats_path(t->live_path, sizeof t->live_path, t->uuid);
 	/* Never truncated: a copy of this pool (same UUID) mounted by another
-	 * process may have it mapped, and shrinking it would kill that one. */
-	int fd = open(t->live_path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	 * process may have it mapped, and shrinking it would kill that one.
+	 * Readable by whoever can read the pool. */
+	struct stat pst;
+	mode_t mode = fstat(t->pool.fd, &pst) == 0 ? (pst.st_mode & 0644) | 0600 : 0600;
+	const char *why;
+	int fd = stats_file_open(t->live_path, mode, &why);
+	if (fd < 0 && why)
+		fprintf(stderr,
+			"ferrite: %s: not used for this mount's live statistics: %s (remove it; "
+			"`ferrite stats` shows the counters once the pool is unmounted)\n",
+			t->live_path, why);
 	if (fd < 0)
 		return;
 	struct tier_live_stats *s = MAP_FAILED;
@@ -728,8 +782,9 @@ int tier_read_stats(const char *pool, struct ferrite_tier_info *ti)
 	meta_uuid_str(sb.sb_uuid, uuid);
 	stats_path(sp, sizeof sp, uuid);
 	struct tier_live_stats ls;
-	int sfd = open(sp, O_RDONLY | O_CLOEXEC);
-	int live = sfd >= 0 && read(sfd, &ls, sizeof ls) == (ssize_t)sizeof ls &&
+	int sfd = open(sp, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	int live = sfd >= 0 && stats_file_trusted(sfd, st.st_uid) &&
+		   read(sfd, &ls, sizeof ls) == (ssize_t)sizeof ls &&
 		   ls.magic == TIER_STATS_MAGIC && (kill((pid_t)ls.pid, 0) == 0 || errno == EPERM);
 	if (sfd >= 0)
 		close(sfd);

@@ -766,9 +766,11 @@ int main(int argc, char **argv)
 	struct sigaction sa = {.sa_sigaction = on_fault, .sa_flags = SA_SIGINFO};
 	sigaction(SIGSEGV, &sa, NULL);
 	sigaction(SIGBUS, &sa, NULL);
+	/* A fresh directory of our own: /dev/shm is shared, and a name another
+	 * user can guess (the pid) may already be theirs, or a symlink. */
 	char wd[600];
-	snprintf(wd, sizeof wd, "%s/ferrite-crashtest-%d", O.workdir, (int)getpid());
-	if (mkdir_p(wd) < 0) {
+	snprintf(wd, sizeof wd, "%s/ferrite-crashtest-%d-XXXXXX", O.workdir, (int)getpid());
+	if (mkdir_p(O.workdir) < 0 || !mkdtemp(wd)) {
 		perror(wd);
 		return 2;
 	}
