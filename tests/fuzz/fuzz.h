@@ -94,6 +94,13 @@ int fz_mutate(const struct fz_map *map, const uint8_t *img, uint64_t seed, struc
 /* Applies edits to a copy of the image; -1 if an edit names no structure. */
 int fz_apply(const struct fz_map *map, uint8_t *img, size_t len, const struct fz_edit *ed, int n);
 void fz_edit_format(const struct fz_edit *e, char *buf, size_t cap);
+/* Can fsck be expected to see this damage? No for changes to fields the
+ * format keeps no redundancy for (times, owners, permission bits, sizes,
+ * inline link targets), a crafted log entry (a valid transaction) and a
+ * crafted attribute block with a valid checksum: those make a consistent pool
+ * that differs from the original, which is not "clean but wrong". */
+int fz_verifiable(const struct fz_map *map, const uint8_t *before, const uint8_t *after,
+		  const struct fz_edit *ed, int n);
 int fz_edit_parse(const char *line, struct fz_edit *e);
 
 /* fuzz_check.c: walks a mounted pool and summarises what fsck can vouch for. */

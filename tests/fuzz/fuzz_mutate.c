@@ -434,3 +434,53 @@ int fz_edit_parse(const char *line, struct fz_edit *e)
 	}
 	return 0;
 }
+
+/* Inode fields the format keeps no second copy or cross-check of: a changed
+ * value is a different but consistent file (fsck cannot tell it from a
+ * legitimate change). The size is among them: bytes past it may be backed
+ * (pre-allocation, or a crash between backing and publishing the size), and
+ * large files may be sparse. The SPFS dual copy reserved in the format would
+ * make these verifiable. */
+static int inode_byte_unverifiable(uint32_t at, uint8_t old, uint8_t new)
+{
+#define IN(f) (at >= offsetof(struct fr_inode, f) && at < offsetof(struct fr_inode, f) + sizeof(((struct fr_inode *)0)->f))
+	if (IN(i_mode))
+		/* permission bits are free; the type is checked against the entry */
+		return at != offsetof(struct fr_inode, i_mode) + 1 || ((old ^ new) & 0xf0) == 0;
+	return IN(i_size) || IN(i_uid) || IN(i_gid) || IN(i_generation) || IN(i_flags) ||
+	       IN(i_mtime_sec) || IN(i_ctime_sec) || IN(i_atime_sec) || IN(i_mtime_nsec) ||
+	       IN(i_ctime_nsec) || IN(i_atime_nsec) || IN(i_btime_nsec) || IN(i_btime_sec) ||
+	       IN(i_inline) || IN(i_rsvd0);
+#undef IN
+}
+
+int fz_verifiable(const struct fz_map *map, const uint8_t *before, const uint8_t *after,
+		  const struct fz_edit *ed, int n)
+{
+	for (int i = 0; i < n; i++) {
+		const struct fz_obj *o = fz_obj_get(map, ed[i].kind, ed[i].index);
+		if (!o)
+			continue;
+		switch (ed[i].kind) {
+		case FZ_LOG_ENTRY:
+			return 0; /* a committed transaction: any consistent change */
+		case FZ_XBLOCK:
+			if (ed[i].fix)
+				return 0; /* attribute values are as good as their checksum */
+			break;
+		case FZ_INODE: {
+			int only_free = 1;
+			for (uint32_t b = 0; b < o->len && only_free; b++)
+				if (before[o->off + b] != after[o->off + b])
+					only_free = inode_byte_unverifiable(b, before[o->off + b],
+									    after[o->off + b]);
+			if (only_free)
+				return 0;
+			break;
+		}
+		default:
+			break;
+		}
+	}
+	return 1;
+}

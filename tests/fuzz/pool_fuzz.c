@@ -61,6 +61,7 @@ static uint64_t pristine_digest;
 /* What the trial in progress is, for the crash handlers. */
 static char cur_desc[4 * (2 * FZ_MAX_EDIT + 80)];
 static const char *cur_step = "";
+static int cur_verifiable; /* fz_verifiable(): may fsck be expected to see it? */
 
 /* Where the time goes (--profile). */
 static double step_time[16];
@@ -226,7 +227,7 @@ static int run_trial(uint64_t seed)
 		else if (w.errors)
 			bad |= verdict_fail("fsck called the pool clean, the walk failed: %s",
 					    w.first_err);
-		else if (w.digest != pristine_digest)
+		else if (w.digest != pristine_digest && cur_verifiable)
 			bad |= verdict_fail("clean but wrong: fsck called the pool clean, its "
 					    "tree differs from the undamaged one");
 	}
@@ -265,11 +266,13 @@ static int run_trial(uint64_t seed)
 static int do_trial(const struct fz_edit *ed, int n, uint64_t seed)
 {
 	describe(ed, n, cur_desc, sizeof cur_desc);
-	memcpy(damaged, seed % 8 == 0 ? with_orphan : pristine, img_len);
+	const uint8_t *base = seed % 8 == 0 ? with_orphan : pristine;
+	memcpy(damaged, base, img_len);
 	if (fz_apply(&map, damaged, img_len, ed, n)) {
 		fprintf(stderr, "damage names no structure of this pool: %s\n", cur_desc);
 		return 0;
 	}
+	cur_verifiable = fz_verifiable(&map, base, damaged, ed, n);
 	if (o.verbose)
 		fprintf(stderr, "trial: %s\n", cur_desc);
 	alarm(o.timeout);
@@ -316,8 +319,18 @@ static void signature(const char *errf, char *sig, size_t cap)
 		char *p;
 		if (!kind[0] && (p = strstr(line, "ERROR: AddressSanitizer: ")))
 			sscanf(p + 25, "%127s", kind);
-		if (!kind[0] && (p = strstr(line, "runtime error: ")))
-			snprintf(kind, sizeof kind, "ubsan:%.60s", p + 15);
+		if (!kind[0] && (p = strstr(line, "runtime error: "))) {
+			/* "FILE:LINE:COL: runtime error: what ..." -> "ubsan FILE:LINE what" */
+			char *src = strstr(line, "/src/"), *colon;
+			char what[40] = "";
+			sscanf(p + 15, "%39[a-z ]", what);
+			if (src && (colon = strchr(src + 5, ':')) && colon < p)
+				snprintf(kind, sizeof kind, "ubsan %.*s%.*s %s", (int)(colon - src),
+					 src, (int)strspn(colon, ":0123456789") > 1 ? (int)strcspn(colon + 1, ":") + 1 : 0,
+					 colon, what);
+			else
+				snprintf(kind, sizeof kind, "ubsan %s", what);
+		}
 		if (!kind[0] && strstr(line, "FUZZ FAILURE: "))
 			snprintf(kind, sizeof kind, "%.100s", strstr(line, "FUZZ FAILURE: ") + 14);
 		if (nframes < 3 && (p = strstr(line, " in ")) && strstr(line, "/src/")) {
@@ -353,76 +366,85 @@ struct sigcount {
 	unsigned count;
 };
 
+/* The failures of a run, grouped by signature (--fork). */
+static struct sigcount *sigs;
+static unsigned nsigs, nfailed;
+static char errf[300];
+
+/* Runs one damage, in a child with --fork; counts and groups failures. */
+static void run_one(const struct fz_edit *ed, int n, uint64_t seed)
+{
+	if (!o.fork_mode) {
+		nfailed += do_trial(ed, n, seed) != 0;
+		return;
+	}
+	struct forked f = {(struct fz_edit *)ed, n, seed};
+	int st = in_child(forked_trial, &f, errf);
+	if (st == 0)
+		return;
+	nfailed++;
+	char sig[600], d[sizeof cur_desc];
+	if (st == -1)
+		snprintf(sig, sizeof sig, "hang (killed after the timeout)");
+	else
+		signature(errf, sig, sizeof sig);
+	describe(ed, n, d, sizeof d);
+	unsigned i;
+	for (i = 0; i < nsigs && strcmp(sigs[i].sig, sig); i++)
+		;
+	if (i == nsigs && nsigs < 256) {
+		nsigs++;
+		snprintf(sigs[i].sig, sizeof sigs[i].sig, "%s", sig);
+		snprintf(sigs[i].example, sizeof sigs[i].example, "%s", d);
+		fprintf(stderr, "new failure: %s\n  damage: %s\n", sig, d);
+	}
+	if (i < 256)
+		sigs[i].count++;
+	FILE *sf = o.save ? fopen(o.save, "a") : NULL;
+	if (sf) {
+		fprintf(sf, "# %s\n%s\n", sig, d);
+		fclose(sf);
+	}
+}
+
+static void progress(uint64_t done, uint64_t total, time_t t0, time_t *last)
+{
+	time_t now = time(NULL);
+	if (now - *last < 10)
+		return;
+	*last = now;
+	fprintf(stderr, "pool_fuzz: %llu/%llu trials, %u failed, %lds\n", (unsigned long long)done,
+		(unsigned long long)total, nfailed, (long)(now - t0));
+}
+
+static void summary(const char *what, uint64_t n, time_t t0)
+{
+	if (o.verbose)
+		for (int i = 0; i < 16; i++)
+			if (step_name[i])
+				fprintf(stderr, "  %-22s %8.3f s\n", step_name[i], step_time[i]);
+	printf("pool_fuzz: %s: %llu trials, %u failed, %u signatures, %lds\n", what,
+	       (unsigned long long)n, nfailed, nsigs, (long)(time(NULL) - t0));
+	for (unsigned i = 0; i < nsigs; i++)
+		printf("  %5u  %s\n         e.g. %s\n", sigs[i].count, sigs[i].sig, sigs[i].example);
+}
+
 static int trials_loop(void)
 {
-	struct sigcount *sigs = calloc(256, sizeof *sigs);
-	unsigned nsigs = 0, failed = 0;
-	char errf[300];
-	snprintf(errf, sizeof errf, "%s.stderr", pool);
 	time_t t0 = time(NULL), last = t0;
 	for (uint64_t t = o.first; t < o.first + o.trials; t++) {
 		struct fz_edit ed[MAX_EDITS];
 		uint64_t seed = o.seed * 1000003ULL + t;
 		int n = fz_mutate(&map, pristine, seed, ed, MAX_EDITS);
-		if (n <= 0)
-			continue;
-		int rc;
-		if (o.fork_mode) {
-			struct forked f = {ed, n, seed};
-			int st = in_child(forked_trial, &f, errf);
-			rc = st != 0;
-			if (rc) {
-				char sig[600];
-				if (st == -1)
-					snprintf(sig, sizeof sig, "hang (killed after the timeout)");
-				else
-					signature(errf, sig, sizeof sig);
-				unsigned i;
-				for (i = 0; i < nsigs && strcmp(sigs[i].sig, sig); i++)
-					;
-				if (i == nsigs && nsigs < 256) {
-					nsigs++;
-					snprintf(sigs[i].sig, sizeof sigs[i].sig, "%s", sig);
-					describe(ed, n, sigs[i].example, sizeof sigs[i].example);
-					fprintf(stderr, "new failure: %s\n  damage: %s\n", sig,
-						sigs[i].example);
-				}
-				if (i < 256)
-					sigs[i].count++;
-				if (o.save) {
-					FILE *sf = fopen(o.save, "a");
-					if (sf) {
-						char d[sizeof cur_desc];
-						describe(ed, n, d, sizeof d);
-						fprintf(sf, "# %s\n%s\n", sig, d);
-						fclose(sf);
-					}
-				}
-			}
-		} else {
-			rc = do_trial(ed, n, seed);
-		}
-		failed += rc != 0;
-		time_t now = time(NULL);
-		if (now - last >= 10) {
-			last = now;
-			fprintf(stderr, "pool_fuzz: %llu/%llu trials, %u failed, %lds\n",
-				(unsigned long long)(t - o.first + 1), (unsigned long long)o.trials,
-				failed, (long)(now - t0));
-		}
+		if (n > 0)
+			run_one(ed, n, seed);
+		progress(t - o.first + 1, o.trials, t0, &last);
 	}
-	if (o.verbose)
-		for (int i = 0; i < 16; i++)
-			if (step_name[i])
-				fprintf(stderr, "  %-22s %8.3f s\n", step_name[i], step_time[i]);
-	printf("pool_fuzz: %llu trials (seed %llu, from %llu), %u failed, %u signatures, %lds\n",
-	       (unsigned long long)o.trials, (unsigned long long)o.seed,
-	       (unsigned long long)o.first, failed, nsigs, (long)(time(NULL) - t0));
-	for (unsigned i = 0; i < nsigs; i++)
-		printf("  %5u  %s\n         e.g. %s\n", sigs[i].count, sigs[i].sig, sigs[i].example);
-	free(sigs);
-	unlink(errf);
-	return failed ? 1 : 0;
+	char what[80];
+	snprintf(what, sizeof what, "seed %llu from %llu", (unsigned long long)o.seed,
+		 (unsigned long long)o.first);
+	summary(what, o.trials, t0);
+	return nfailed ? 1 : 0;
 }
 
 static int parse_line(char *line, struct fz_edit *ed, int *n)
@@ -440,7 +462,8 @@ static int parse_line(char *line, struct fz_edit *ed, int *n)
 
 static int corpus_loop(void)
 {
-	unsigned total = 0, failed = 0;
+	unsigned total = 0;
+	time_t t0 = time(NULL), last = t0;
 	for (int i = 0; i < o.ncorpus; i++) {
 		FILE *f = fopen(o.corpus[i], "r");
 		if (!f) {
@@ -460,12 +483,13 @@ static int corpus_loop(void)
 				return 2;
 			}
 			total++;
-			failed += do_trial(ed, n, total) != 0;
+			run_one(ed, n, total);
+			progress(total, total, t0, &last);
 		}
 		fclose(f);
 	}
-	printf("pool_fuzz: corpus: %u damages replayed, %u failed\n", total, failed);
-	return failed ? 1 : 0;
+	summary("corpus", total, t0);
+	return nfailed ? 1 : 0;
 }
 
 static void usage(void)
@@ -553,11 +577,13 @@ int main(int argc, char **argv)
 	memset(&sa, 0, sizeof sa);
 	sa.sa_handler = on_signal;
 	sa.sa_flags = SA_RESETHAND | SA_NODEFER;
-	int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM};
-	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-		sigaction(sigs[i], &sa, NULL);
+	static const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGALRM};
+	for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++)
+		sigaction(fatal[i], &sa, NULL);
 	if (__sanitizer_set_death_callback)
 		__sanitizer_set_death_callback(on_sanitizer_death);
+	sigs = calloc(256, sizeof *sigs);
+	snprintf(errf, sizeof errf, "%s.stderr", pool);
 	int rc;
 	if (o.replay) {
 		struct fz_edit ed[MAX_EDITS];
@@ -576,6 +602,8 @@ int main(int argc, char **argv)
 		rc = trials_loop();
 	}
 	unlink(pool);
+	unlink(errf);
+	free(sigs);
 	free(pristine);
 	free(with_orphan);
 	free(damaged);
