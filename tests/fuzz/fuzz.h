@@ -106,6 +106,8 @@ int fz_edit_parse(const char *line, struct fz_edit *e);
 /* fuzz_check.c: walks a mounted pool and summarises what fsck can vouch for. */
 struct fz_walk {
 	int no_data; /* set by the caller: list, stat and read links only */
+	char **files; /* set by the caller: collect regular files' paths */
+	int nfiles, files_cap;
 	uint64_t digest;
 	uint64_t entries;
 	int errors;	   /* calls that failed */
@@ -116,5 +118,10 @@ struct ferrite_fs;
 void fz_walk_tree(struct ferrite_fs *fs, struct fz_walk *w);
 /* A few changes that make the library allocate and free on the damaged pool. */
 void fz_scribble(struct ferrite_fs *fs, uint64_t seed);
+
+/* fuzz_cli.c: the damaged pool through the ferrite command; 0 if it held.
+ * unchanged() says whether the pool file still holds the damaged image. */
+int fz_cli_trial(const char *ferrite, const char *pool, unsigned timeout, char **files, int nfiles,
+		 int (*unchanged)(void), char *why, size_t cap);
 
 #endif

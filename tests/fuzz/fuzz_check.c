@@ -174,6 +174,9 @@ static void walk_dir(struct walker *k, const char *dir, uint64_t *h)
 		mix64(h, st.st_nlink);
 		walk_xattrs(k->fs, path, h, k->w);
 		if (S_ISREG(st.st_mode)) {
+			struct fz_walk *w = k->w;
+			if (w->files && w->nfiles < w->files_cap)
+				w->files[w->nfiles++] = strdup(path);
 			mix64(h, (uint64_t)st.st_size);
 			mix64(h, read_file(k->fs, path, &st, k->w));
 		} else if (S_ISLNK(st.st_mode)) {
@@ -202,9 +205,11 @@ static void walk_dir(struct walker *k, const char *dir, uint64_t *h)
 
 void fz_walk_tree(ferrite_fs *fs, struct fz_walk *w)
 {
-	int no_data = w->no_data;
+	struct fz_walk keep = *w;
 	memset(w, 0, sizeof *w);
-	w->no_data = no_data;
+	w->no_data = keep.no_data;
+	w->files = keep.files;
+	w->files_cap = keep.files_cap;
 	struct walker k = {.fs = fs, .w = w};
 	uint64_t h = 0xcbf29ce484222325ULL;
 	struct stat st;

@@ -44,7 +44,7 @@ struct opts {
 	uint64_t pool_mib;
 	int fork_mode, verbose;
 	unsigned timeout;
-	const char *cli;
+	const char *cli; /* the ferrite command: trials through the tools */
 	const char *save;
 	char **corpus;
 	int ncorpus;
@@ -178,7 +178,11 @@ static int verdict_fail(const char *fmt, ...)
 static int mount_walk(int scribble, uint64_t seed, struct fz_walk *w, int *mrc)
 {
 	ferrite_fs *fs;
+	char **files = w->files;
+	int cap = w->files_cap;
 	memset(w, 0, sizeof *w);
+	w->files = files;
+	w->files_cap = cap;
 	cur_step = "mount";
 	*mrc = ferrite_mount(pool, NULL, &fs);
 	if (*mrc)
@@ -211,7 +215,7 @@ static int run_trial(uint64_t seed)
 	if (changed)
 		bad |= verdict_fail("fsck -n changed %zu pages of the pool image (status %d)",
 				    changed, a);
-	struct fz_walk w;
+	struct fz_walk w = {0};
 	int mrc;
 	step(3, "mount+walk+changes");
 	mount_walk(1, seed, &w, &mrc);
@@ -262,6 +266,14 @@ static int run_trial(uint64_t seed)
 	return bad;
 }
 
+/* Regular files of the undamaged pool, for `ferrite cat`. */
+static struct fz_walk reference;
+
+static int image_is_damaged(void)
+{
+	return write_image(damaged) == 0;
+}
+
 /* Every 8th trial starts from the image with an orphan to release. */
 static int do_trial(const struct fz_edit *ed, int n, uint64_t seed)
 {
@@ -275,6 +287,14 @@ static int do_trial(const struct fz_edit *ed, int n, uint64_t seed)
 	cur_verifiable = fz_verifiable(&map, base, damaged, ed, n);
 	if (o.verbose)
 		fprintf(stderr, "trial: %s\n", cur_desc);
+	if (o.cli) {
+		char why[300];
+		write_image(damaged);
+		if (!fz_cli_trial(o.cli, pool, o.timeout, reference.files, reference.nfiles,
+				  image_is_damaged, why, sizeof why))
+			return 0;
+		return verdict_fail("%s", why);
+	}
 	alarm(o.timeout);
 	int rc = run_trial(seed);
 	alarm(0);
@@ -495,7 +515,7 @@ static int corpus_loop(void)
 static void usage(void)
 {
 	fputs("usage: pool_fuzz [--seed S] [--first T] [--trials N] [--pool-mib M] [--fork]\n"
-	      "                 [--timeout S] [--save FILE] [-v]\n"
+	      "                 [--timeout S] [--save FILE] [--cli FERRITE] [-v]\n"
 	      "       pool_fuzz --corpus FILE...\n"
 	      "       pool_fuzz --replay 'KIND INDEX @AT [fix] HEX [| ...]'\n",
 	      stderr);
@@ -509,7 +529,8 @@ int main(int argc, char **argv)
 	    {"fork", no_argument, NULL, 'F'},	       {"timeout", required_argument, NULL, 't'},
 	    {"save", required_argument, NULL, 'S'},    {"corpus", no_argument, NULL, 'C'},
 	    {"replay", required_argument, NULL, 'R'},  {"verbose", no_argument, NULL, 'v'},
-	    {"help", no_argument, NULL, 'h'},	       {NULL, 0, NULL, 0},
+	    {"help", no_argument, NULL, 'h'},	       {"cli", required_argument, NULL, 'c'},
+	    {NULL, 0, NULL, 0},
 	};
 	int c, corpus = 0;
 	while ((c = getopt_long(argc, argv, "vh", lo, NULL)) != -1) {
@@ -524,6 +545,7 @@ int main(int argc, char **argv)
 		case 'C': corpus = 1; break;
 		case 'R': o.replay = optarg; o.verbose = 1; break;
 		case 'v': o.verbose = 1; break;
+		case 'c': o.cli = optarg; break;
 		default: usage(); return c == 'h' ? 0 : 2;
 		}
 	}
@@ -543,7 +565,7 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* The undamaged pool: fsck clean, and its tree is the reference. */
-	struct fz_walk w;
+	struct fz_walk w = {0};
 	int mrc;
 	const uint8_t *images[] = {with_orphan, pristine};
 	if (map_pool_file()) {
@@ -557,7 +579,14 @@ int main(int argc, char **argv)
 			fprintf(stderr, "pool_fuzz: fsck -n changed the undamaged pool\n");
 			return 1;
 		}
+		if (i) {
+			reference.files_cap = 4096;
+			reference.files = calloc(4096, sizeof(char *));
+			w = reference;
+		}
 		mount_walk(0, 0, &w, &mrc);
+		if (i)
+			reference = w;
 		if (a != FERRITE_FSCK_CLEAN || mrc || w.errors ||
 		    (i && w.digest != pristine_digest)) {
 			fprintf(stderr,
@@ -604,6 +633,9 @@ int main(int argc, char **argv)
 	unlink(pool);
 	unlink(errf);
 	free(sigs);
+	for (int i = 0; i < reference.nfiles; i++)
+		free(reference.files[i]);
+	free(reference.files);
 	free(pristine);
 	free(with_orphan);
 	free(damaged);
