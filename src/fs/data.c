@@ -103,9 +103,13 @@ static int back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64
 			if (phys) { /* one unit: one bulk store */
 				pm_zero_nt(sp_ptr(sp, phys), FR_UNIT_SIZE);
 			} else {
-				for (uint64_t p = 0; p < FR_UNIT_SIZE; p += FR_PAGE_SIZE)
-					pm_zero_nt(sp_ptr(sp, ppt_page_tx(tx, part + w + p)),
-						   FR_PAGE_SIZE);
+				for (uint64_t p = 0; p < FR_UNIT_SIZE; p += FR_PAGE_SIZE) {
+					uint64_t pg = ppt_page_tx(tx, part + w + p);
+					if (!pg) /* 0 would be the superblock */
+						return tx_damaged(tx, "window %#llx lost a fresh page",
+								  (unsigned long long)(part + w));
+					pm_zero_nt(sp_ptr(sp, pg), FR_PAGE_SIZE);
+				}
 			}
 			tx_mark_fresh(tx);
 		}
@@ -196,6 +200,9 @@ static int relocate(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, int new_
 				if (rc)
 					return rc;
 				uint64_t dst = ppt_page_tx(tx, nv + p);
+				if (!dst) /* 0 would be the superblock */
+					return tx_damaged(tx, "partition %#llx lost a fresh page",
+							  (unsigned long long)nv);
 				if (src)
 					tx_get(tx, sp_ptr(sp, src), page, FR_PAGE_SIZE);
 				else

@@ -367,6 +367,11 @@ int fs_symlink(ferrite_fs *fs, const char *target, uint64_t at, const char *link
 			rc = dp_prepare(fs, tx, ip, 0, tlen, 0);
 			for (uint64_t off = 0; !rc && off < tlen; off += FR_PAGE_SIZE) {
 				uint64_t phys = dp_phys(fs, tx, ip, off);
+				if (!phys) { /* 0 would be the superblock */
+					rc = tx_damaged(tx, "symlink %llu lost a fresh page",
+							(unsigned long long)ino);
+					break;
+				}
 				pm_copy_nt(meta_ptr(&fs->m, phys), target + off,
 					   FR_MIN(FR_PAGE_SIZE, tlen - off));
 				tx_mark_fresh(tx);
