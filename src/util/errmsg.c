@@ -14,10 +14,14 @@ static __thread int err_set;
 
 int fr_err(int rc, const char *fmt, ...)
 {
+	/* Formatted aside first: callers prefix the last message with
+	 * fr_err(rc, "%s: %s", path, fr_err_get()), which reads err_buf. */
+	char msg[sizeof(err_buf)];
 	va_list ap;
 	va_start(ap, fmt);
-	vsnprintf(err_buf, sizeof(err_buf), fmt, ap);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	memcpy(err_buf, msg, sizeof(err_buf));
 	err_set = 1;
 	return rc;
 }

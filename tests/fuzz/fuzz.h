@@ -82,6 +82,8 @@ int fz_build(const char *pool, uint64_t size, uint8_t **img, uint8_t **orphan, s
 int fz_map_image(const uint8_t *img, size_t len, struct fz_map *map);
 void fz_map_free(struct fz_map *map);
 const struct fz_obj *fz_obj_get(const struct fz_map *map, int kind, uint32_t index);
+/* Pool offset of the PPT window entry that maps vspace offset v (0: none). */
+uint64_t fz_window_entry_off(const uint8_t *img, size_t len, uint64_t v);
 
 /* fuzz_mutate.c */
 struct fz_rng {

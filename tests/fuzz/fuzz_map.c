@@ -45,8 +45,8 @@ static uint64_t rd64(const struct mapper *mp, uint64_t off)
 	return v;
 }
 
-/* Pool offset of vspace offset v, or 0 (the image's own PPT). */
-static uint64_t xlate(const struct mapper *mp, uint64_t v)
+/* Pool offset of the window entry of vspace offset v, or 0. */
+static uint64_t went_at(const struct mapper *mp, uint64_t v)
 {
 	uint64_t e = rd64(mp, mp->root + ((v >> 39) & 511) * 8);
 	if ((e & 3) != 3)
@@ -54,7 +54,16 @@ static uint64_t xlate(const struct mapper *mp, uint64_t v)
 	e = rd64(mp, (e & ~3ULL) + ((v >> 30) & 511) * 8);
 	if ((e & 3) != 3)
 		return 0;
-	e = rd64(mp, (e & ~3ULL) + ((v >> 21) & 511) * 8);
+	return (e & ~3ULL) + ((v >> 21) & 511) * 8;
+}
+
+/* Pool offset of vspace offset v, or 0 (the image's own PPT). */
+static uint64_t xlate(const struct mapper *mp, uint64_t v)
+{
+	uint64_t slot = went_at(mp, v);
+	if (!slot)
+		return 0;
+	uint64_t e = rd64(mp, slot);
 	if ((e & 3) == 1)
 		return (e & ~3ULL) + (v & ((2ULL << 20) - 1) & ~(PG - 1));
 	if ((e & 3) == 2) {
@@ -244,4 +253,11 @@ const struct fz_obj *fz_obj_get(const struct fz_map *map, int kind, uint32_t ind
 	if (kind < 0 || kind >= FZ_NKINDS || index >= map->count[kind])
 		return NULL;
 	return &map->objs[map->first[kind] + index];
+}
+
+uint64_t fz_window_entry_off(const uint8_t *img, size_t len, uint64_t v)
+{
+	const struct sp_header *sh = (const struct sp_header *)(img + 4096);
+	struct mapper mp = {img, len, NULL, sh->sph_ppt_root};
+	return went_at(&mp, v);
 }
