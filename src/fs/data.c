@@ -315,8 +315,10 @@ static int zero_backed(ferrite_fs *fs, struct fr_inode *ip, uint64_t from, uint6
 		uint64_t wend = FR_MIN(FR_ALIGN_DOWN(from, FR_UNIT_SIZE) + FR_UNIT_SIZE, to);
 		if (is_small(level) || ppt_window(sp, part + from) != PPT_NONE) {
 			int rc = vs_ensure(sp, part + from, wend - from);
-			if (rc)
+			if (rc) {
+				pm_fence(); /* what was zeroed so far is not left in flight */
 				return rc;
+			}
 			pm_zero_nt(vs_addr(sp, part + from), wend - from);
 		}
 		from = wend;

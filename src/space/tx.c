@@ -95,6 +95,10 @@ static void tx_unlock_alloc(struct tx *tx)
 
 void tx_abort(struct tx *tx)
 {
+	/* Fresh objects were written for nothing: they stay unreachable, but
+	 * the stores must not be left in flight past the call (pm.h check). */
+	if (tx->fresh)
+		pm_fence();
 	tx_reset(tx);
 	tx_unlock_alloc(tx);
 }
