@@ -34,6 +34,13 @@ struct iref {
 	uint64_t parent_seen;
 };
 
+struct pending_fix {
+	void *word;
+	size_t width;
+	uint64_t val;
+	char what[96];
+};
+
 struct partref {
 	uint64_t v;
 	int level;
@@ -57,6 +64,8 @@ struct fsck {
 	uint64_t np3, p3cap;
 	uint64_t name_refs[MP_COUNT];
 	uint64_t small_dirs[MP_COUNT];
+	struct pending_fix *pend; /* counter repairs, applied at the end */
+	size_t npend, pcap_pend;
 };
 
 #define BAD(f, ...)                                                                                \
@@ -443,20 +452,50 @@ static int fix_counter(struct fsck *f, void *word, size_t width, uint64_t val, c
 {
 	if (!f->repair)
 		return 0;
-	struct log_ctx *lc = op_begin(f->fs);
-	if (!lc)
-		return 0;
-	if (width == sizeof(uint64_t))
-		tx_set8(lc->tx, word, val);
-	else
-		tx_set4(lc->tx, word, (uint32_t)val);
-	int rc = op_commit(f->fs, lc);
-	op_end(f->fs, lc);
-	if (rc)
-		return 0;
-	f->fixed++;
-	fr_report(f->report, f->rarg, "%s corrected", what);
+	/* Queued: a count recomputed from a pool with other damage (a
+	 * directory fsck could not read) may be too low, and "repairing" it
+	 * would make the pool worse. Applied only if nothing else is wrong. */
+	if (f->npend == f->pcap_pend) {
+		size_t cap = f->pcap_pend ? f->pcap_pend * 2 : 64;
+		struct pending_fix *p = realloc(f->pend, cap * sizeof(*p));
+		if (!p)
+			return 0;
+		f->pend = p;
+		f->pcap_pend = cap;
+	}
+	struct pending_fix *pf = &f->pend[f->npend++];
+	pf->word = word;
+	pf->width = width;
+	pf->val = val;
+	snprintf(pf->what, sizeof(pf->what), "%s", what);
 	return 1;
+}
+
+static void apply_counter_fixes(struct fsck *f)
+{
+	for (size_t i = 0; i < f->npend; i++) {
+		struct pending_fix *pf = &f->pend[i];
+		if (f->errors) {
+			BAD(f, "%s: not corrected (other damage found first)", pf->what);
+			continue;
+		}
+		struct log_ctx *lc = op_begin(f->fs);
+		int rc = lc ? 0 : -ENOMEM;
+		if (lc) {
+			if (pf->width == sizeof(uint64_t))
+				tx_set8(lc->tx, pf->word, pf->val);
+			else
+				tx_set4(lc->tx, pf->word, (uint32_t)pf->val);
+			rc = op_commit(f->fs, lc);
+			op_end(f->fs, lc);
+		}
+		if (rc) {
+			BAD(f, "%s: could not be corrected", pf->what);
+			continue;
+		}
+		f->fixed++;
+		fr_report(f->report, f->rarg, "%s corrected", pf->what);
+	}
 }
 
 static void check_blocks(struct fsck *f)
@@ -590,11 +629,13 @@ int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 	PROGRESS(6);
 	if (!f.errors)
 		check_pages_vs_allocator(&f, repair);
+	apply_counter_fixes(&f);
 	PROGRESS(7);
 	free(f.owned);
 	free(f.inodes);
 	free(f.parts);
 	free(f.p3);
+	free(f.pend);
 	if (f.errors)
 		return FERRITE_FSCK_UNCORRECTED | (f.fixed ? FERRITE_FSCK_CORRECTED : 0);
 	return f.fixed ? FERRITE_FSCK_CORRECTED : FERRITE_FSCK_CLEAN;
