@@ -179,10 +179,7 @@ int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg
 				break;
 			}
 			const struct mp_block *blk = meta_ptr(m, b);
-			if (blk->mpb_magic != MPB_MAGIC || blk->mpb_id != (uint32_t)id ||
-			    blk->mpb_entry_size != mp_entry_size[id] ||
-			    blk->mpb_nentries != entries_per_block(mp_entry_size[id]) ||
-			    blk->mpb_bump > blk->mpb_nentries) {
+			if (!mp_block_ok(m, (enum mp_id)id, b)) {
 				fr_report(report, rarg, "metadata pool %d: block at %#llx damaged",
 					  id, (unsigned long long)b);
 				bad++;
