@@ -388,6 +388,7 @@ static void tf_release(struct tier *t, struct tier_file *tf)
 	if (--tf->refs > 0)
 		return;
 	lru_remove(tf);
+	closed_remove(tf);
 	tf_close_fds(t, tf);
 	pthread_rwlock_destroy(&tf->lock);
 	pthread_mutex_destroy(&tf->flush_lock);
@@ -416,8 +417,10 @@ void rec_free(struct tier *t, struct tier_file *tf)
 {
 	uint32_t fid = tf->fid;
 	rec_set_state(t, fid, REC_FREE);
-	if (tf_lookup(t, tf->ino) == tf)
-		hash_remove(t, tf);
+	/* By identity, not by number: two records may name one inode (the
+	 * number was taken again), and a freed file left in the chain would
+	 * be found by the next lookup. */
+	hash_remove(t, tf);
 	if (tf->bucket >= 0)
 		t->buckets[tf->bucket]--;
 	tf->bucket = -1;
@@ -557,7 +560,11 @@ void tf_open_put(struct tier *t, struct tier_file *tf)
 			pthread_mutex_lock(&t->files_lock);
 			if (t->recs[tf->fid].r_state == REC_ORPHAN && tf->opens == 0)
 				rec_free(t, tf);
-		} else {
+		} else if (t->files[tf->fid] == tf) {
+			/* Only a file that still holds its record: one whose record
+			 * was freed under this open (its inode number was taken by
+			 * another file) goes with this last reference, and must
+			 * not stay linked into the lists. */
 			closed_add(t, tf);
 			if (tf->wfd >= 0 || tf->dfd >= 0)
 				lru_add(t, tf);
@@ -799,8 +806,7 @@ static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
 		return -errno;
 	}
 	pthread_mutex_lock(&t->files_lock);
-	if (tf_lookup(t, tf->ino) == tf)
-		hash_remove(t, tf);
+	hash_remove(t, tf); /* by identity: another record may share the number */
 	tf->ino = (uint64_t)st.st_ino;
 	hash_insert(t, tf);
 	pthread_mutex_unlock(&t->files_lock);
