@@ -621,7 +621,9 @@ static int rec_open(struct tier *t, uint32_t fid, int flags)
 			if (handle_file_ok(t, r, fd))
 				return fd;
 			close(fd);
-		} else if (errno == ESTALE) {
+		} else if (errno == ESTALE && !r->r_btime) {
+			/* Gone, and without a birth time a file found by the path
+			 * could be another that took its inode number. */
 			return -ENOENT;
 		}
 	}
