@@ -256,8 +256,15 @@ static void check_image(const char *img, uint64_t size, struct check *k, int set
 	struct tier_geom g;
 	tier_geom_init(&g, img, size);
 	int bfd = open(th->th_backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (bfd < 0)
+	char uuid[37];
+	meta_uuid_str(((const struct fr_super *)img)->sb_uuid, uuid);
+	if (bfd < 0) {
 		DAMAGE(k, "backing directory %s: %s", th->th_backing, strerror(errno));
+	} else if (tier_backing_identity(bfd, th->th_backing, th, uuid, why, sizeof why) != 0) {
+		DAMAGE(k, "%s", why); /* nothing in it is this pool's */
+		close(bfd);
+		bfd = -1;
+	}
 	check_records(&g, bfd, k);
 	const struct tier_rec *recs = g.recs;
 	const struct tier_desc *desc = g.desc;

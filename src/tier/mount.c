@@ -461,6 +461,34 @@ static void tier_free(struct tier *t)
 	free(t);
 }
 
+int tier_backing_identity(int fd, const char *path, const struct tier_header *th,
+			  const char *uuid, char *why, size_t n)
+{
+	char owner[64];
+	ssize_t on = getxattr(path, POOL_XATTR, owner, sizeof owner - 1);
+	if (on > 0) {
+		owner[on] = 0;
+		if (strcmp(owner, uuid) != 0) {
+			snprintf(why, n,
+				 "the directory %s belongs to another pool (%s), not to this one (%s)",
+				 path, owner, uuid);
+			return -EUCLEAN;
+		}
+		return 0;
+	}
+	struct stat st;
+	int64_t bt = tier_btime(fd);
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != th->th_backing_ino ||
+	    (th->th_backing_btime && bt && bt != th->th_backing_btime)) {
+		snprintf(why, n,
+			 "%s is not the directory this pool was formatted for (it was replaced or "
+			 "moved)",
+			 path);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
 static int attach_backing(struct tier *t, const char *pool)
 {
 	const struct tier_header *th = t->th;
@@ -474,25 +502,9 @@ static int attach_backing(struct tier *t, const char *pool)
 		return fr_err(-errno, "%s: its backing directory %s: %s", pool, t->backing,
 			      strerror(errno));
 	/* M2 */
-	char owner[64];
-	ssize_t on = getxattr(t->backing, POOL_XATTR, owner, sizeof owner - 1);
-	if (on > 0) {
-		owner[on] = 0;
-		if (strcmp(owner, t->uuid) != 0)
-			return fr_err(-EUCLEAN,
-				      "%s: the directory %s belongs to another pool (%s), not to "
-				      "this one (%s)",
-				      pool, t->backing, owner, t->uuid);
-	} else {
-		struct stat st;
-		int64_t bt = tier_btime(t->root_fd);
-		if (fstat(t->root_fd, &st) != 0 || (uint64_t)st.st_ino != th->th_backing_ino ||
-		    (th->th_backing_btime && bt && bt != th->th_backing_btime))
-			return fr_err(-EUCLEAN,
-				      "%s: %s is not the directory this pool was formatted for "
-				      "(it was replaced or moved)",
-				      pool, t->backing);
-	}
+	char why[600];
+	if (tier_backing_identity(t->root_fd, t->backing, th, t->uuid, why, sizeof why) != 0)
+		return fr_err(-EUCLEAN, "%s: %s", pool, why);
 	struct statvfs sv;
 	if ((fstatvfs(t->root_fd, &sv) == 0 && (sv.f_flag & ST_RDONLY)) ||
 	    faccessat(t->root_fd, ".", W_OK, AT_EACCESS) != 0)
