@@ -14,7 +14,15 @@
  *             F3 removing a file with a record goes LIVE -> DYING (persisted)
  *               before the backing file system is asked, so recovery can
  *               tell "removed" (the inode is gone: drop the chunks) from
- *               "not removed yet" (back to LIVE).
+ *               "not removed yet" (back to LIVE).;
+ *             F4 a record leads only below the backing directory: its path
+ *               (checked by check.c K2) is opened with RESOLVE_BENEATH and
+ *               no symbolic link, and a file opened by its handle must be a
+ *               regular file with its inode number, on the backing file
+ *               system, reachable below the directory;
+ *             F5 a tier_file is on the inode hash, the closed list or the
+ *               LRU only while it holds its record: whatever frees it
+ *               unlinks it (by identity) first.
  * Keys: the next key is th_key_next, advanced by each new file's stride, the
  *   size (in chunks, a power of two) just above the most common file size in
  *   the stride table (First Responder 4.3). A key only spreads files over the

@@ -11,7 +11,12 @@
  *             M3 mount completes or undoes what a crash interrupted before
  *               anything else runs, then drains every dirty chunk; unmount
  *               drains too, so a clean pool's backing directory holds
- *               everything.
+ *               everything;
+ *             M4 before M3, every structure of the pool passes its check
+ *               (check.c K1-K4), or the mount fails with -EUCLEAN having
+ *               changed nothing: recovery and the runtime use the fields as
+ *               they are. th_key_next and th_seq, outside the checksum, are
+ *               clamped where read.
  */
 #include <errno.h>
 #include <fcntl.h>
