@@ -170,7 +170,8 @@ static int path_safe(const char *p, size_t len)
 		while (j < len && p[j] != '/')
 			j++;
 		size_t cl = j - i;
-		if (cl == 0 || (cl == 1 && p[i] == '.') || (cl == 2 && p[i] == '.' && p[i + 1] == '.'))
+		if (cl == 0 || (cl == 1 && p[i] == '.') ||
+		    (cl == 2 && p[i] == '.' && p[i + 1] == '.'))
 			return 0;
 		i = j + 1;
 	}
@@ -212,8 +213,8 @@ int tier_rec_check(const struct tier_geom *g, uint32_t fid, char *why, size_t n)
 			   (unsigned long long)off, (unsigned long long)r->r_size,
 			   (unsigned long long)TIER_MAX_FILE);
 	if (r->r_key > TIER_KEY_MAX || r->r_stride > g->nslots)
-		return bad(why, n, "record %u (pool offset %#llx): key %#llx or stride %llu",
-			   fid, (unsigned long long)off, (unsigned long long)r->r_key,
+		return bad(why, n, "record %u (pool offset %#llx): key %#llx or stride %llu", fid,
+			   (unsigned long long)off, (unsigned long long)r->r_key,
 			   (unsigned long long)r->r_stride);
 	if (r->r_flags & ~(uint32_t)REC_META_STALE)
 		return bad(why, n, "record %u (pool offset %#llx): unknown flags %#x", fid,
@@ -341,20 +342,21 @@ int tier_journal_check(const struct tier_geom *g, int *pending, char *why, size_
 		if (!(tag & TAG_V) || !r || r->r_state == REC_FREE ||
 		    idx > (TIER_MAX_FILE >> TIER_CHUNK_SHIFT) || r->r_key > TIER_KEY_MAX ||
 		    (r->r_key + idx) % g->nslots != c / 2)
-			return bad(why, n,
-				   "epoch journal (pool offset %#llx), page %u: chunk %llu with tag "
-				   "%#llx names no chunk of a file in use",
-				   (unsigned long long)off, i, (unsigned long long)c,
-				   (unsigned long long)tag);
+			return bad(
+			    why, n,
+			    "epoch journal (pool offset %#llx), page %u: chunk %llu with tag "
+			    "%#llx names no chunk of a file in use",
+			    (unsigned long long)off, i, (unsigned long long)c,
+			    (unsigned long long)tag);
 	}
 	for (uint32_t i = 0; i < j->ej_nfiles; i++) {
 		uint32_t fid = fl[i].ef_fid;
 		if (!fid || fid >= g->nrecs || g->recs[fid].r_state == REC_FREE ||
 		    fl[i].ef_size > TIER_MAX_FILE)
-			return bad(why, n,
-				   "epoch journal (pool offset %#llx), file %u: record %u, size %llu",
-				   (unsigned long long)off, i, fid,
-				   (unsigned long long)fl[i].ef_size);
+			return bad(
+			    why, n,
+			    "epoch journal (pool offset %#llx), file %u: record %u, size %llu",
+			    (unsigned long long)off, i, fid, (unsigned long long)fl[i].ef_size);
 	}
 	*pending = 1;
 	return 0;
@@ -368,8 +370,8 @@ int tier_open_beneath(int root_fd, const char *path, int flags, mode_t mode)
 	 * replaced by a symbolic link since: the kernel keeps us below. */
 	struct open_how how = {.flags = (uint64_t)(flags | O_NOFOLLOW | O_CLOEXEC),
 			       .mode = (flags & (O_CREAT | O_TMPFILE)) ? mode : 0,
-			       .resolve = RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS |
-					  RESOLVE_NO_MAGICLINKS};
+			       .resolve =
+				   RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS | RESOLVE_NO_MAGICLINKS};
 	long fd;
 	int tries = 0;
 	do /* EAGAIN: a rename somewhere raced the lookup */

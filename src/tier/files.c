@@ -298,7 +298,6 @@ int64_t tier_btime(int fd)
 	return (int64_t)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec;
 }
 
-
 /* Stores a record's path (flushed, not fenced). */
 static void rec_store_path(struct tier_rec *r, const char *path)
 {

@@ -466,17 +466,18 @@ static void tier_free(struct tier *t)
 	free(t);
 }
 
-int tier_backing_identity(int fd, const char *path, const struct tier_header *th,
-			  const char *uuid, char *why, size_t n)
+int tier_backing_identity(int fd, const char *path, const struct tier_header *th, const char *uuid,
+			  char *why, size_t n)
 {
 	char owner[64];
 	ssize_t on = getxattr(path, POOL_XATTR, owner, sizeof owner - 1);
 	if (on > 0) {
 		owner[on] = 0;
 		if (strcmp(owner, uuid) != 0) {
-			snprintf(why, n,
-				 "the directory %s belongs to another pool (%s), not to this one (%s)",
-				 path, owner, uuid);
+			snprintf(
+			    why, n,
+			    "the directory %s belongs to another pool (%s), not to this one (%s)",
+			    path, owner, uuid);
 			return -EUCLEAN;
 		}
 		return 0;

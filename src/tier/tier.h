@@ -274,8 +274,8 @@ static inline struct tier_file *tier_file_at(struct tier *t, uint32_t fid)
 /* ---- mount (mount.c) ---------------------------------------------------------- */
 /* M2: fd (path) is the directory the pool (uuid, header th) was formatted
  * for: 0, or -EUCLEAN with why. */
-int tier_backing_identity(int fd, const char *path, const struct tier_header *th,
-			  const char *uuid, char *why, size_t n);
+int tier_backing_identity(int fd, const char *path, const struct tier_header *th, const char *uuid,
+			  char *why, size_t n);
 /* Scans the tags after a crash: completes or undoes what was in flight. */
 int tier_recover_chunks(struct tier *t);
 

@@ -317,8 +317,8 @@ static int handle_outside(void)
 	} h;
 	h.fh.handle_bytes = TIER_HANDLE_MAX;
 	int mid;
-	FT_CHECK(name_to_handle_at(AT_FDCWD, victim, &h.fh, &mid, 0) == 0,
-		 "name_to_handle_at: %s", strerror(errno));
+	FT_CHECK(name_to_handle_at(AT_FDCWD, victim, &h.fh, &mid, 0) == 0, "name_to_handle_at: %s",
+		 strerror(errno));
 	struct stat vst;
 	FT_CHECK(stat(victim, &vst) == 0, "stat %s", victim);
 	uint64_t victim_h = hash_file(victim);

@@ -71,10 +71,11 @@ static int build_clean(const char *pool)
 	char longp[400] = "/d/e";
 	for (int i = 0; i < 3; i++) { /* a path beyond TIER_PATH_MAX: kept unknown */
 		size_t n = strlen(longp);
-		snprintf(longp + n, sizeof longp - n, "/%.*s", 120, "llllllllllllllllllllllllllllll"
-								   "llllllllllllllllllllllllllllll"
-								   "llllllllllllllllllllllllllllll"
-								   "llllllllllllllllllllllllllllll");
+		snprintf(longp + n, sizeof longp - n, "/%.*s", 120,
+			 "llllllllllllllllllllllllllllll"
+			 "llllllllllllllllllllllllllllll"
+			 "llllllllllllllllllllllllllllll"
+			 "llllllllllllllllllllllllllllll");
 		if (i < 2)
 			ferrite_mkdir(fs, longp, 0755);
 	}
@@ -97,8 +98,8 @@ static int build_crash(const char *pool, int consistency)
 		if (ferrite_mount(pool, NULL, &fs) != 0)
 			_exit(2);
 		int bad = put(fs, "/a", 100, 3000, 11, 0) || put(fs, "/d/b", 70000, 20000, 12, 0) ||
-			  put(fs, "/d/e/c", 4000, 40000, 13, 0) || put(fs, "/new", 0, 12000, 14, 1) ||
-			  put(fs, "/lost", 0, 9000, 15, 1);
+			  put(fs, "/d/e/c", 4000, 40000, 13, 0) ||
+			  put(fs, "/new", 0, 12000, 14, 1) || put(fs, "/lost", 0, 9000, 15, 1);
 		int ofd = ferrite_open(fs, "/orphan", O_CREAT | O_RDWR, 0644);
 		if (ofd >= 0) {
 			ferrite_pwrite(fs, ofd, "orphan data", 11, 0);
@@ -108,7 +109,7 @@ static int build_crash(const char *pool, int consistency)
 			int fd = ferrite_open(fs, "/a", O_RDWR, 0);
 			if (fd >= 0)
 				ferrite_fsync(fs, fd); /* ends the epoch ... */
-			put(fs, "/a", 0, 100, 16, 0); /* ... and opens another */
+			put(fs, "/a", 0, 100, 16, 0);  /* ... and opens another */
 		}
 		if (bad)
 			_exit(3);
@@ -163,33 +164,33 @@ struct field {
 	size_t off, size;
 };
 
-#define F(type, m) {#m, offsetof(struct type, m), sizeof(((struct type *)0)->m)}
+#define F(type, m)                                                                                 \
+	{                                                                                          \
+#m, offsetof(struct type, m), sizeof(((struct type *)0)->m)                        \
+	}
 
 static const struct field header_fields[] = {
-    F(tier_header, th_magic),	     F(tier_header, th_chunk_size),
-    F(tier_header, th_consistency),  F(tier_header, th_nslots),
-    F(tier_header, th_desc_off),     F(tier_header, th_data_off),
-    F(tier_header, th_rec_off),	     F(tier_header, th_nrecs),
-    F(tier_header, th_rec_size),     F(tier_header, th_journal_off),
-    F(tier_header, th_journal_size), F(tier_header, th_flush_ms),
-    F(tier_header, th_epoch_ms),     F(tier_header, th_backing_ino),
-    F(tier_header, th_backing),	     F(tier_header, th_writeback),
-    F(tier_header, th_csum),	     F(tier_header, th_key_next),
-    F(tier_header, th_seq),	     F(tier_header, th_stats),
+    F(tier_header, th_magic),	    F(tier_header, th_chunk_size),   F(tier_header, th_consistency),
+    F(tier_header, th_nslots),	    F(tier_header, th_desc_off),     F(tier_header, th_data_off),
+    F(tier_header, th_rec_off),	    F(tier_header, th_nrecs),	     F(tier_header, th_rec_size),
+    F(tier_header, th_journal_off), F(tier_header, th_journal_size), F(tier_header, th_flush_ms),
+    F(tier_header, th_epoch_ms),    F(tier_header, th_backing_ino),  F(tier_header, th_backing),
+    F(tier_header, th_writeback),   F(tier_header, th_csum),	     F(tier_header, th_key_next),
+    F(tier_header, th_seq),	    F(tier_header, th_stats),
 };
 static const struct field rec_fields[] = {
-    F(tier_rec, r_state), F(tier_rec, r_flags),	 F(tier_rec, r_key),	F(tier_rec, r_stride),
-    F(tier_rec, r_size),  F(tier_rec, r_mtime),	 F(tier_rec, r_ino),	F(tier_rec, r_btime),
-    F(tier_rec, r_pathlen), F(tier_rec, r_htype), F(tier_rec, r_hlen),	F(tier_rec, r_rsvd32),
-    F(tier_rec, r_handle), F(tier_rec, r_ctime), F(tier_rec, r_path),
+    F(tier_rec, r_state),   F(tier_rec, r_flags), F(tier_rec, r_key),  F(tier_rec, r_stride),
+    F(tier_rec, r_size),    F(tier_rec, r_mtime), F(tier_rec, r_ino),  F(tier_rec, r_btime),
+    F(tier_rec, r_pathlen), F(tier_rec, r_htype), F(tier_rec, r_hlen), F(tier_rec, r_rsvd32),
+    F(tier_rec, r_handle),  F(tier_rec, r_ctime), F(tier_rec, r_path),
 };
 static const struct field desc_fields[] = {
-    F(tier_desc, d_tag),      F(tier_desc, d_seq),	F(tier_desc, d_old_size),
+    F(tier_desc, d_tag),      F(tier_desc, d_seq),     F(tier_desc, d_old_size),
     F(tier_desc, d_new_size), F(tier_desc, d_nchunks), F(tier_desc, d_mtime),
     F(tier_desc, d_epoch),
 };
 static const struct field journal_fields[] = {
-    F(tier_ejournal, ej_magic),	 F(tier_ejournal, ej_epoch), F(tier_ejournal, ej_applied),
+    F(tier_ejournal, ej_magic),	 F(tier_ejournal, ej_epoch),  F(tier_ejournal, ej_applied),
     F(tier_ejournal, ej_npages), F(tier_ejournal, ej_nfiles), F(tier_ejournal, ej_csum),
 };
 
@@ -200,29 +201,75 @@ static uint64_t pick_value(uint64_t *s, uint64_t old, size_t sz, uint64_t pool_l
 	uint64_t mask = sz >= 8 ? ~0ULL : (1ULL << (8 * sz)) - 1;
 	uint64_t v;
 	switch (rnd(s) % 16) {
-	case 0: *how = "zero"; v = 0; break;
-	case 1: *how = "all-ones"; v = ~0ULL; break;
-	case 2: *how = "one"; v = 1; break;
-	case 3: *how = "random"; v = rnd(s); break;
-	case 4: *how = "bit flip"; v = old ^ (1ULL << (rnd(s) % (8 * (sz > 8 ? 8 : sz)))); break;
-	case 5: *how = "+1"; v = old + 1; break;
-	case 6: *how = "-1"; v = old - 1; break;
-	case 7: *how = "pool size"; v = pool_len; break;
-	case 8: *how = "pool size - 8"; v = pool_len - 8; break;
-	case 9: *how = "pool size + 4096"; v = pool_len + 4096; break;
-	case 10: *how = "+2^58"; v = old + (1ULL << 58); break;
-	case 11: *how = "top bit"; v = 1ULL << (8 * (sz > 8 ? 8 : sz) - 1); break;
-	case 12: *how = "records"; v = th->th_nrecs + rnd(s) % 3 - 1; break;
-	case 13: *how = "slots"; v = th->th_nslots * 2 + rnd(s) % 3 - 1; break;
+	case 0:
+		*how = "zero";
+		v = 0;
+		break;
+	case 1:
+		*how = "all-ones";
+		v = ~0ULL;
+		break;
+	case 2:
+		*how = "one";
+		v = 1;
+		break;
+	case 3:
+		*how = "random";
+		v = rnd(s);
+		break;
+	case 4:
+		*how = "bit flip";
+		v = old ^ (1ULL << (rnd(s) % (8 * (sz > 8 ? 8 : sz))));
+		break;
+	case 5:
+		*how = "+1";
+		v = old + 1;
+		break;
+	case 6:
+		*how = "-1";
+		v = old - 1;
+		break;
+	case 7:
+		*how = "pool size";
+		v = pool_len;
+		break;
+	case 8:
+		*how = "pool size - 8";
+		v = pool_len - 8;
+		break;
+	case 9:
+		*how = "pool size + 4096";
+		v = pool_len + 4096;
+		break;
+	case 10:
+		*how = "+2^58";
+		v = old + (1ULL << 58);
+		break;
+	case 11:
+		*how = "top bit";
+		v = 1ULL << (8 * (sz > 8 ? 8 : sz) - 1);
+		break;
+	case 12:
+		*how = "records";
+		v = th->th_nrecs + rnd(s) % 3 - 1;
+		break;
+	case 13:
+		*how = "slots";
+		v = th->th_nslots * 2 + rnd(s) % 3 - 1;
+		break;
 	case 14: {
-		static const uint64_t edges[] = {TIER_PATH_MAX, TIER_PATH_MAX + 1, 864,
-						 TIER_HANDLE_MAX, TIER_HANDLE_MAX + 1, 400,
-						 (16ULL << 40), 1ULL << 62, 0xfffffffffffffff8ULL};
+		static const uint64_t edges[] = {
+		    TIER_PATH_MAX,   TIER_PATH_MAX + 1,	  864,
+		    TIER_HANDLE_MAX, TIER_HANDLE_MAX + 1, 400,
+		    (16ULL << 40),   1ULL << 62,	  0xfffffffffffffff8ULL};
 		*how = "edge";
 		v = edges[rnd(s) % (sizeof edges / sizeof edges[0])];
 		break;
 	}
-	default: *how = "small"; v = rnd(s) % 4096; break;
+	default:
+		*how = "small";
+		v = rnd(s) % 4096;
+		break;
 	}
 	return v & mask;
 }
@@ -262,8 +309,8 @@ static void journal_resum(uint8_t *img, size_t len, const struct tier_header *th
 {
 	struct tier_ejournal *j = (struct tier_ejournal *)(img + th->th_journal_off);
 	struct ej_page *pg = (struct ej_page *)(j + 1);
-	uint64_t room = (th->th_journal_size - sizeof(*j)) / (sizeof(struct ej_page) +
-							      sizeof(struct ej_file));
+	uint64_t room =
+	    (th->th_journal_size - sizeof(*j)) / (sizeof(struct ej_page) + sizeof(struct ej_file));
 	if (j->ej_npages > room || j->ej_nfiles > room)
 		return;
 	struct ej_file *fl = (struct ej_file *)(pg + j->ej_npages);
@@ -314,14 +361,33 @@ static uint64_t damage_tag(uint64_t *s, uint64_t tag, uint64_t other, const stru
 			   const char **how)
 {
 	switch (rnd(s) % 8) {
-	case 0: *how = "record beyond th_nrecs"; return tag_make(th->th_nrecs + rnd(s) % 4, tag_idx(tag), tag & (TAG_V | TAG_N | TAG_D | TAG_C)) | TAG_V;
-	case 1: *how = "record 0"; return tag_make(0, tag_idx(tag), tag) | TAG_V;
-	case 2: *how = "another record"; return (tag & ~(TAG_FID_MASK << TAG_IDX_BITS)) | ((uint64_t)(1 + rnd(s) % 8) << TAG_IDX_BITS) | TAG_V;
-	case 3: *how = "huge index"; return (tag & ~TAG_IDX_MASK) | (rnd(s) & TAG_IDX_MASK) | TAG_V;
-	case 4: *how = "index + 1"; return (tag & ~TAG_IDX_MASK) | ((tag_idx(tag) + 1) & TAG_IDX_MASK);
-	case 5: *how = "the slot partner's tag"; return other;
-	case 6: *how = "flags flipped"; return tag ^ ((rnd(s) % 16) << 60);
-	default: *how = "random"; return rnd(s);
+	case 0:
+		*how = "record beyond th_nrecs";
+		return tag_make(th->th_nrecs + rnd(s) % 4, tag_idx(tag),
+				tag & (TAG_V | TAG_N | TAG_D | TAG_C)) |
+		       TAG_V;
+	case 1:
+		*how = "record 0";
+		return tag_make(0, tag_idx(tag), tag) | TAG_V;
+	case 2:
+		*how = "another record";
+		return (tag & ~(TAG_FID_MASK << TAG_IDX_BITS)) |
+		       ((uint64_t)(1 + rnd(s) % 8) << TAG_IDX_BITS) | TAG_V;
+	case 3:
+		*how = "huge index";
+		return (tag & ~TAG_IDX_MASK) | (rnd(s) & TAG_IDX_MASK) | TAG_V;
+	case 4:
+		*how = "index + 1";
+		return (tag & ~TAG_IDX_MASK) | ((tag_idx(tag) + 1) & TAG_IDX_MASK);
+	case 5:
+		*how = "the slot partner's tag";
+		return other;
+	case 6:
+		*how = "flags flipped";
+		return tag ^ ((rnd(s) % 16) << 60);
+	default:
+		*how = "random";
+		return rnd(s);
 	}
 }
 
@@ -334,8 +400,8 @@ void tier_fuzz_damage(uint8_t *img, size_t len, uint64_t seed, char *what, size_
 	const char *how = "?";
 	unsigned target = (unsigned)(rnd(&s) % 100);
 	if (target < 12) { /* the tier header */
-		const struct field *f = &header_fields[rnd(&s) % (sizeof header_fields /
-								     sizeof header_fields[0])];
+		const struct field *f =
+		    &header_fields[rnd(&s) % (sizeof header_fields / sizeof header_fields[0])];
 		uint8_t *p = (uint8_t *)th + f->off;
 		uint64_t v = pick_value(&s, get_field(p, f->size), f->size, len, th, &how);
 		put_field(p, f->size, v, &s);
@@ -382,8 +448,9 @@ void tier_fuzz_damage(uint8_t *img, size_t len, uint64_t seed, char *what, size_
 		   th->th_journal_off + th->th_journal_size <= len) { /* the epoch journal */
 		struct tier_ejournal *j = (struct tier_ejournal *)(img + th->th_journal_off);
 		if (rnd(&s) % 2) {
-			const struct field *f = &journal_fields[rnd(&s) % (sizeof journal_fields /
-									   sizeof journal_fields[0])];
+			const struct field *f =
+			    &journal_fields[rnd(&s) %
+					    (sizeof journal_fields / sizeof journal_fields[0])];
 			uint8_t *p = (uint8_t *)j + f->off;
 			uint64_t v = pick_value(&s, get_field(p, f->size), f->size, len, th, &how);
 			put_field(p, f->size, v, &s);
@@ -396,8 +463,8 @@ void tier_fuzz_damage(uint8_t *img, size_t len, uint64_t seed, char *what, size_
 			j->ej_nfiles = (uint32_t)(rnd(&s) % 3);
 			struct ej_page *pg = (struct ej_page *)(j + 1);
 			for (uint32_t i = 0; i < j->ej_npages; i++) {
-				pg[i].ep_chunk = (uint32_t)(rnd(&s) % 3 ? rnd(&s) % nchunks
-									: rnd(&s));
+				pg[i].ep_chunk =
+				    (uint32_t)(rnd(&s) % 3 ? rnd(&s) % nchunks : rnd(&s));
 				pg[i].ep_tag = rnd(&s) % 2 ? tag_make(1 + rnd(&s) % 4, rnd(&s) % 8,
 								      TAG_V | TAG_N | TAG_D)
 							   : rnd(&s);
@@ -415,9 +482,8 @@ void tier_fuzz_damage(uint8_t *img, size_t len, uint64_t seed, char *what, size_
 			journal_resum(img, len, th);
 	} else if (target < 88) { /* the superblock (the tier reads its geometry) */
 		struct fr_super *sb = (struct fr_super *)img;
-		static const struct field sbf[] = {F(fr_super, sb_pool_size),
-						   F(fr_super, sb_incompat),
-						   F(fr_super, sb_version)};
+		static const struct field sbf[] = {
+		    F(fr_super, sb_pool_size), F(fr_super, sb_incompat), F(fr_super, sb_version)};
 		const struct field *f = &sbf[rnd(&s) % 3];
 		uint8_t *p = (uint8_t *)sb + f->off;
 		uint64_t v = pick_value(&s, get_field(p, f->size), f->size, len, th, &how);

@@ -163,8 +163,8 @@ static int base_make(struct base *b, int mode)
 		return -1;
 	int rc = tier_fuzz_build_mode(b->pool, b->backing, mode);
 	if (rc) {
-		fprintf(stderr, "tier_damage: building the %s pool: %s (%s)\n", tag,
-			strerror(-rc), ferrite_errmsg());
+		fprintf(stderr, "tier_damage: building the %s pool: %s (%s)\n", tag, strerror(-rc),
+			ferrite_errmsg());
 		return -1;
 	}
 	if (sh("cp -a '%s/.' '%s/'%s", b->backing, b->pristine, "") != 0)
@@ -289,10 +289,11 @@ int main(int argc, char **argv)
 			kind = "SANITIZER/EXIT";
 		if (kind) {
 			failed++;
-			printf("%s seed %llu mode %d (status %#x): %s\n  replay: %s -r %llu -m %d\n",
-			       kind, (unsigned long long)seed, m, st,
-			       what[0] ? what : "(died before describing its damage)", argv[0],
-			       (unsigned long long)seed, m);
+			printf(
+			    "%s seed %llu mode %d (status %#x): %s\n  replay: %s -r %llu -m %d\n",
+			    kind, (unsigned long long)seed, m, st,
+			    what[0] ? what : "(died before describing its damage)", argv[0],
+			    (unsigned long long)seed, m);
 		} else if (verbose) {
 			printf("ok seed %llu mode %d\n", (unsigned long long)seed, m);
 		}
