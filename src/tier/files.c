@@ -850,6 +850,20 @@ static int want_cmp(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
+/* The entry of record fid among those wanting inode ino (two records may
+ * name one number: a damaged one, or one taken again), NULL if none. */
+static struct want *want_of(struct want *w, size_t nw, uint64_t ino, uint32_t fid)
+{
+	struct want key = {.ino = ino};
+	struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
+	while (hit && hit > w && hit[-1].ino == ino)
+		hit--;
+	for (; hit && hit < w + nw && hit->ino == ino; hit++)
+		if (hit->fid == fid)
+			return hit;
+	return NULL;
+}
+
 /* Walks the tree below dirfd (path rel, same file system) for the wanted
  * inodes; stops when none is left. */
 static void walk_for(int dirfd, char *rel, size_t rlen, dev_t dev, struct want *w, size_t nw,
@@ -951,9 +965,8 @@ int tier_files_recover(struct tier *t)
 			if (pass == 0) {
 				fd = rec_open(t, fid, O_PATH);
 			} else {
-				struct want key = {.ino = r->r_ino};
-				struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
-				if (!hit || hit->fid != fid)
+				struct want *hit = want_of(w, nw, r->r_ino, fid);
+				if (!hit)
 					continue; /* settled in the first pass */
 				if (hit->found)
 					fd = openat(t->root_fd, hit->found,
