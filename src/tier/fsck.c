@@ -323,9 +323,9 @@ static void check_pool(const char *pool, struct check *k, int settled,
 
 /* Recovery of the cache's own structures -- the epoch journal, interrupted
  * writes, two versions of a chunk, chunks beyond their file -- as a mount
- * does it, on a private copy-on-write mapping of the pool (K2). Returns the
- * view, or NULL. What recovery does in the backing directory is left out:
- * check_records() reports it. */
+ * does it, on a private copy-on-write mapping of the pool (K2), in v.
+ * Returns 0 or -errno. What recovery does in the backing directory is left
+ * out: check_records() reports it. */
 static int recover_view(const char *pool, struct view *v)
 {
 	struct check quiet = {NULL, NULL, 0, 0};
@@ -402,7 +402,7 @@ int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 	/* Nobody may use the pool meanwhile: held to the end without repair,
 	 * until the mount that recovers with it. */
 	struct pool p;
-	int rc = pool_open(&p, pool, 0);
+	int rc = pool_open(&p, pool, repair ? 0 : POOL_PRIVATE); /* -n: read-only (K2) */
 	if (rc)
 		return fr_err_finish(rc);
 	rc = tier_fsck_locked(pool, repair, report, report_arg, progress, progress_arg, &p);
