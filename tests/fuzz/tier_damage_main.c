@@ -184,6 +184,14 @@ static int trial(const struct base *b, uint64_t seed, char *what, size_t cap, ch
 		return 99;
 	memcpy(img, b->img, b->len);
 	tier_fuzz_damage(img, b->len, seed, what, cap);
+	/* Told before the run: a crash must not take the description along. */
+	char whatfile[300];
+	snprintf(whatfile, sizeof whatfile, "%s/what", dir);
+	FILE *f = fopen(whatfile, "w");
+	if (f) {
+		fputs(what, f);
+		fclose(f);
+	}
 	char pool[300];
 	snprintf(pool, sizeof pool, "%s/trial.pool", dir);
 	int rc = write_all(pool, img, b->len);
