@@ -599,10 +599,17 @@ static int handle_file_ok(struct tier *t, const struct tier_rec *r, int fd)
 {
 	struct stat st, root;
 	char rel[4096 + 256];
-	return fstat(fd, &st) == 0 && fstat(t->root_fd, &root) == 0 && st.st_dev == root.st_dev &&
-	       (uint64_t)st.st_ino == r->r_ino && S_ISREG(st.st_mode) &&
-	       tier_relpath(t, fd, NULL, rel, sizeof rel) == 0 && rel[0] &&
-	       !strstr(rel, " (deleted)");
+	if (fstat(fd, &st) != 0 || fstat(t->root_fd, &root) != 0 || st.st_dev != root.st_dev ||
+	    (uint64_t)st.st_ino != r->r_ino || !S_ISREG(st.st_mode))
+		return 0;
+	int rc = tier_relpath(t, fd, NULL, rel, sizeof rel);
+	/* A path longer than a page has no name in /proc (ENAMETOOLONG), and
+	 * the tier makes such paths itself: there the device and inode checks
+	 * above stand alone (a crafted handle of a file that deep outside the
+	 * directory is the one case they do not refuse). */
+	if (rc == -ENAMETOOLONG)
+		return 1;
+	return rc == 0 && rel[0] && !strstr(rel, " (deleted)");
 }
 
 /* Opens the record's file by handle or by path, checking its identity.
