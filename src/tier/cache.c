@@ -72,24 +72,24 @@ void tier_set_tag(struct tier *t, uint64_t c, uint64_t tag)
 	int was_dirty = (old & (TAG_V | TAG_D)) == (TAG_V | TAG_D);
 	int is_dirty = (tag & (TAG_V | TAG_D)) == (TAG_V | TAG_D);
 	if (was_dirty && (!is_dirty || (old ^ tag) & ~(TAG_C | TAG_D | TAG_N))) {
-		struct tier_file *f = t->files[tag_fid(old)];
+		struct tier_file *f = tier_file_at(t, tag_fid(old));
 		if (f)
 			__atomic_fetch_sub(&f->ndirty, 1, __ATOMIC_RELAXED);
 	}
 	if (is_dirty && (!was_dirty || (old ^ tag) & ~(TAG_C | TAG_D | TAG_N))) {
-		struct tier_file *f = t->files[tag_fid(tag)];
+		struct tier_file *f = tier_file_at(t, tag_fid(tag));
 		if (f)
 			__atomic_fetch_add(&f->ndirty, 1, __ATOMIC_RELAXED);
 	}
 	if ((old & TAG_V) != (tag & TAG_V) || ((old ^ tag) & ~(TAG_C | TAG_D | TAG_N))) {
 		if (old & TAG_V) {
-			struct tier_file *f = t->files[tag_fid(old)];
+			struct tier_file *f = tier_file_at(t, tag_fid(old));
 			if (f)
 				__atomic_fetch_sub(&f->nvalid, 1, __ATOMIC_RELAXED);
 			__atomic_fetch_sub(&t->nvalid, 1, __ATOMIC_RELAXED);
 		}
 		if (tag & TAG_V) {
-			struct tier_file *f = t->files[tag_fid(tag)];
+			struct tier_file *f = tier_file_at(t, tag_fid(tag));
 			if (f)
 				__atomic_fetch_add(&f->nvalid, 1, __ATOMIC_RELAXED);
 			__atomic_fetch_add(&t->nvalid, 1, __ATOMIC_RELAXED);
@@ -158,7 +158,7 @@ static int write_back(struct tier *t, struct tier_file *tf, uint64_t c, int sync
 int tier_flush_chunk_locked(struct tier *t, uint64_t c)
 {
 	uint64_t tag = tag_of(t, c);
-	struct tier_file *tf = t->files[tag_fid(tag)];
+	struct tier_file *tf = tier_file_at(t, tag_fid(tag));
 	if (!tf)
 		return fr_err(-EUCLEAN, "chunk %llu belongs to no file", (unsigned long long)c);
 	return write_back(t, tf, c, 1);
@@ -206,7 +206,7 @@ static int64_t make_room(struct tier *t, uint64_t s, int64_t keep, int may_flush
 		retry->epoch_full = 1;
 		return -EAGAIN;
 	}
-	struct tier_file *vf = t->files[tag_fid(vtag)];
+	struct tier_file *vf = tier_file_at(t, tag_fid(vtag));
 	if (!vf)
 		return fr_err(-EUCLEAN, "chunk %lld belongs to no file", (long long)v);
 	if (pthread_mutex_trylock(&vf->flush_lock) != 0) {

@@ -42,16 +42,7 @@ static uint32_t cap_of(struct tier *t)
 static uint32_t fingerprint(struct tier *t, const struct tier_ejournal *h, const struct ej_page *pg,
 			    const struct ej_file *fl)
 {
-	struct {
-		uint64_t epoch;
-		uint32_t npages, nfiles;
-	} head = {h->ej_epoch, h->ej_npages, h->ej_nfiles};
-	uint32_t crc = fr_crc32c(0, &head, sizeof head);
-	crc = fr_crc32c(crc, pg, h->ej_npages * sizeof(*pg));
-	crc = fr_crc32c(crc, fl, h->ej_nfiles * sizeof(*fl));
-	for (uint32_t i = 0; i < h->ej_npages; i++)
-		crc = fr_crc32c(crc, chunk_data(t, pg[i].ep_chunk), TIER_CHUNK_SIZE);
-	return crc;
+	return tier_journal_fingerprint(t->data, h, pg, fl);
 }
 
 int tier_epoch_init(struct tier *t)
@@ -106,7 +97,7 @@ static void apply(struct tier *t, const struct ej_page *pg, uint32_t np, const s
 		pthread_mutex_unlock(lk);
 	}
 	for (uint32_t i = 0; i < nf; i++) {
-		struct tier_file *tf = fl[i].ef_fid < t->nrecs ? t->files[fl[i].ef_fid] : NULL;
+		struct tier_file *tf = tier_file_at(t, fl[i].ef_fid);
 		if (!tf)
 			continue;
 		tier_rec_publish(t, tf, fl[i].ef_size, fl[i].ef_mtime);
@@ -140,7 +131,7 @@ int tier_epoch_commit_locked(struct tier *t)
 			continue;
 		p->ep_tag = now;
 		pg[np++] = *p;
-		struct tier_file *tf = t->files[tag_fid(p->ep_tag)];
+		struct tier_file *tf = tier_file_at(t, tag_fid(p->ep_tag));
 		if (tf && tf->epoch_dirty == 1) {
 			tf->epoch_dirty = 2; /* listed */
 			fl[nf++] = (struct ej_file){tf->fid, 0, (uint64_t)tf->size, tf->mtime};
@@ -165,7 +156,7 @@ int tier_epoch_commit_locked(struct tier *t)
 	pm_fence(); /* COMMIT POINT of the epoch */
 	apply(t, pg, np, fl, nf);
 	for (uint32_t i = 0; i < nf; i++) {
-		struct tier_file *tf = t->files[fl[i].ef_fid];
+		struct tier_file *tf = tier_file_at(t, fl[i].ef_fid);
 		if (tf) {
 			tf->epoch_dirty = 0;
 			tf_size_changed(t, tf, fl[i].ef_size);
@@ -197,21 +188,22 @@ int tier_epoch_recover(struct tier *t)
 {
 	struct tier_ejournal *j = journal(t);
 	uint64_t recovered = 0;
-	if (j->ej_magic == EJ_MAGIC && j->ej_epoch > j->ej_applied) {
-		uint32_t cap = cap_of(t);
+	struct tier_geom g;
+	tier_geom_init(&g, t->base, t->pool.size);
+	char why[256];
+	int pending = 0;
+	/* K4: bounds, fingerprint and what the entry names (mount checked it
+	 * already; a damaged entry is never applied). */
+	if (tier_journal_check(&g, &pending, why, sizeof why) != 0)
+		return fr_err(-EUCLEAN, "%s", why);
+	if (pending) {
 		const struct ej_page *pg = (const struct ej_page *)(j + 1);
 		const struct ej_file *fl = (const struct ej_file *)(pg + j->ej_npages);
-		int sane = j->ej_npages <= cap && j->ej_nfiles <= cap;
-		for (uint32_t i = 0; sane && i < j->ej_npages; i++)
-			sane = pg[i].ep_chunk < t->nchunks && tag_fid(pg[i].ep_tag) < t->nrecs &&
-			       t->files[tag_fid(pg[i].ep_tag)];
-		if (sane && fingerprint(t, j, pg, fl) == j->ej_csum) {
-			apply(t, pg, j->ej_npages, fl, j->ej_nfiles);
-			recovered += j->ej_npages;
-			pm_fence();
-			pm_store8(&j->ej_applied, j->ej_epoch);
-			pm_persist(&j->ej_applied, 8);
-		}
+		apply(t, pg, j->ej_npages, fl, j->ej_nfiles);
+		recovered += j->ej_npages;
+		pm_fence();
+		pm_store8(&j->ej_applied, j->ej_epoch);
+		pm_persist(&j->ej_applied, 8);
 	}
 	/* The open epoch is lost: its pages go, the committed versions stay. */
 	for (uint64_t c = 0; c < t->nchunks; c++) {

@@ -14,7 +14,15 @@
  *             F3 removing a file with a record goes LIVE -> DYING (persisted)
  *               before the backing file system is asked, so recovery can
  *               tell "removed" (the inode is gone: drop the chunks) from
- *               "not removed yet" (back to LIVE).
+ *               "not removed yet" (back to LIVE).;
+ *             F4 a record leads only below the backing directory: its path
+ *               (checked by check.c K2) is opened with RESOLVE_BENEATH and
+ *               no symbolic link, and a file opened by its handle must be a
+ *               regular file with its inode number, on the backing file
+ *               system, reachable below the directory;
+ *             F5 a tier_file is on the inode hash, the closed list or the
+ *               LRU only while it holds its record: whatever frees it
+ *               unlinks it (by identity) first.
  * Keys: the next key is th_key_next, advanced by each new file's stride, the
  *   size (in chunks, a power of two) just above the most common file size in
  *   the stride table (First Responder 4.3). A key only spreads files over the
@@ -290,11 +298,6 @@ int64_t tier_btime(int fd)
 	return (int64_t)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec;
 }
 
-static uint32_t path_csum(const struct tier_rec *r)
-{
-	return fr_crc32c(0, r->r_path, r->r_pathlen);
-}
-
 /* Stores a record's path (flushed, not fenced). */
 static void rec_store_path(struct tier_rec *r, const char *path)
 {
@@ -392,6 +395,7 @@ static void tf_release(struct tier *t, struct tier_file *tf)
 	if (--tf->refs > 0)
 		return;
 	lru_remove(tf);
+	closed_remove(tf);
 	tf_close_fds(t, tf);
 	pthread_rwlock_destroy(&tf->lock);
 	pthread_mutex_destroy(&tf->flush_lock);
@@ -420,8 +424,10 @@ void rec_free(struct tier *t, struct tier_file *tf)
 {
 	uint32_t fid = tf->fid;
 	rec_set_state(t, fid, REC_FREE);
-	if (tf_lookup(t, tf->ino) == tf)
-		hash_remove(t, tf);
+	/* By identity, not by number: two records may name one inode (the
+	 * number was taken again), and a freed file left in the chain would
+	 * be found by the next lookup. */
+	hash_remove(t, tf);
 	if (tf->bucket >= 0)
 		t->buckets[tf->bucket]--;
 	tf->bucket = -1;
@@ -491,7 +497,8 @@ static int tf_get_or_create_at(struct tier *t, int kfd, uint64_t ino, struct tie
 	}
 	struct tier_rec *r = &t->recs[fid];
 	uint64_t stride = stride_now(t);
-	uint64_t key = t->th->th_key_next;
+	/* A hint outside the header's checksum: kept in range (K2). */
+	uint64_t key = t->th->th_key_next <= TIER_KEY_MAX - t->nslots ? t->th->th_key_next : 0;
 	if ((key + stride) / t->nslots != key / t->nslots)
 		tier_count(t, TS_WRAPS, 1);
 	struct tier_rec img;
@@ -560,7 +567,11 @@ void tf_open_put(struct tier *t, struct tier_file *tf)
 			pthread_mutex_lock(&t->files_lock);
 			if (t->recs[tf->fid].r_state == REC_ORPHAN && tf->opens == 0)
 				rec_free(t, tf);
-		} else {
+		} else if (t->files[tf->fid] == tf) {
+			/* Only a file that still holds its record: one whose record
+			 * was freed under this open (its inode number was taken by
+			 * another file) goes with this last reference, and must
+			 * not stay linked into the lists. */
 			closed_add(t, tf);
 			if (tf->wfd >= 0 || tf->dfd >= 0)
 				lru_add(t, tf);
@@ -580,10 +591,36 @@ void tf_open_put(struct tier *t, struct tier_file *tf)
 
 /* ---- finding a backing file again ------------------------------------------------- */
 
+/* The file fd opened by handle is the record's: a regular file, with the
+ * record's inode number, below the backing directory. A handle is a key to
+ * any inode of the file system (open_by_handle_at checks no path), so one
+ * read from the pool must not open a file outside the tree. */
+static int handle_file_ok(struct tier *t, const struct tier_rec *r, int fd)
+{
+	struct stat st, root;
+	char rel[4096 + 256];
+	if (fstat(fd, &st) != 0 || fstat(t->root_fd, &root) != 0 || st.st_dev != root.st_dev ||
+	    (uint64_t)st.st_ino != r->r_ino || !S_ISREG(st.st_mode))
+		return 0;
+	int rc = tier_relpath(t, fd, NULL, rel, sizeof rel);
+	/* A path longer than a page has no name in /proc (ENAMETOOLONG), and
+	 * the tier makes such paths itself: there the device and inode checks
+	 * above stand alone (a crafted handle of a file that deep outside the
+	 * directory is the one case they do not refuse). */
+	if (rc == -ENAMETOOLONG)
+		return 1;
+	return rc == 0 && rel[0] && !strstr(rel, " (deleted)");
+}
+
 /* Opens the record's file by handle or by path, checking its identity.
  * -ENOENT: not there (removed, or never made durable). */
-static int rec_open(struct tier *t, const struct tier_rec *r, int flags)
+static int rec_open(struct tier *t, uint32_t fid, int flags)
 {
+	const struct tier_rec *r = &t->recs[fid];
+	/* Checked at mount (K2); read again here, so bounded again here. */
+	if (r->r_hlen > TIER_HANDLE_MAX || r->r_pathlen > TIER_PATH_MAX)
+		return fr_err(-EUCLEAN, "record %u: handle length %u, path length %u", fid,
+			      r->r_hlen, r->r_pathlen);
 	if (t->can_handles && r->r_hlen) {
 		struct {
 			struct file_handle fh;
@@ -593,19 +630,25 @@ static int rec_open(struct tier *t, const struct tier_rec *r, int flags)
 		h.fh.handle_type = (int)r->r_htype;
 		memcpy(h.fh.f_handle, r->r_handle, r->r_hlen);
 		int fd = open_by_handle_at(t->root_fd, &h.fh, flags | O_CLOEXEC);
-		if (fd >= 0)
-			return fd;
-		if (errno == ESTALE)
+		if (fd >= 0) {
+			/* O_PATH first: a mode that lets us in says nothing yet. */
+			if (handle_file_ok(t, r, fd))
+				return fd;
+			close(fd);
+		} else if (errno == ESTALE && !r->r_btime) {
+			/* Gone, and without a birth time a file found by the path
+			 * could be another that took its inode number. */
 			return -ENOENT;
+		}
 	}
-	if (!r->r_pathlen || path_csum(r) != r->r_rsvd32)
+	if (!tier_rec_path_ok(r))
 		return -ENOENT;
 	char path[TIER_PATH_MAX + 1];
 	memcpy(path, r->r_path, r->r_pathlen);
 	path[r->r_pathlen] = 0;
-	int fd = openat(t->root_fd, path, flags | O_NOFOLLOW | O_CLOEXEC);
+	int fd = tier_open_beneath(t->root_fd, path, flags, 0);
 	if (fd < 0)
-		return -errno;
+		return fd == -EXDEV || fd == -ELOOP ? -ENOENT : fd;
 	struct stat st;
 	if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != r->r_ino || !S_ISREG(st.st_mode) ||
 	    (r->r_btime && tier_btime(fd) != r->r_btime)) {
@@ -617,9 +660,9 @@ static int rec_open(struct tier *t, const struct tier_rec *r, int flags)
 
 /* Opens for writing a file whose mode forbids it (its owner wrote it, then
  * made it read-only): chmod u+w for the open, then back. */
-static int open_readonly_file(struct tier *t, const struct tier_rec *r, int flags)
+static int open_readonly_file(struct tier *t, uint32_t fid, int flags)
 {
-	int pfd = rec_open(t, r, O_PATH);
+	int pfd = rec_open(t, fid, O_PATH);
 	if (pfd < 0)
 		return pfd;
 	struct stat st;
@@ -649,9 +692,9 @@ int tf_wfd(struct tier *t, struct tier_file *tf, int direct)
 	fd = *slot;
 	if (fd < 0) {
 		int flags = O_RDWR | (direct ? O_DIRECT : 0);
-		fd = rec_open(t, &t->recs[tf->fid], flags);
+		fd = rec_open(t, tf->fid, flags);
 		if (fd == -EACCES || fd == -EPERM)
-			fd = open_readonly_file(t, &t->recs[tf->fid], flags);
+			fd = open_readonly_file(t, tf->fid, flags);
 		if (fd >= 0) {
 			__atomic_store_n(slot, fd, __ATOMIC_RELEASE);
 			t->nwfd++;
@@ -669,8 +712,8 @@ void tier_rec_moved(struct tier *t, const struct tier_move *mv, int n)
 	pthread_mutex_lock(&t->files_lock);
 	for (uint32_t fid = 1; fid < t->nrecs; fid++) {
 		struct tier_rec *r = &t->recs[fid];
-		if (r->r_state != REC_LIVE)
-			continue;
+		if (r->r_state != REC_LIVE || r->r_pathlen > TIER_PATH_MAX)
+			continue; /* (a length the mount checked: bounded where used) */
 		/* One pass over all moves: an exchange moves each side once. */
 		for (int i = 0; i < n; i++) {
 			const struct tier_move *m = &mv[i];
@@ -752,11 +795,10 @@ static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
 	struct tier_rec *r = &t->recs[fid];
 	char path[TIER_PATH_MAX + 64];
 	int fd = -1;
-	if (r->r_pathlen && path_csum(r) == r->r_rsvd32) {
+	if (tier_rec_path_ok(r)) {
 		memcpy(path, r->r_path, r->r_pathlen);
 		path[r->r_pathlen] = 0;
-		fd = openat(t->root_fd, path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			    0600);
+		fd = tier_open_beneath(t->root_fd, path, O_RDWR | O_CREAT | O_EXCL, 0600);
 	}
 	if (fd < 0) {
 		int lf = lost_found_fd(t);
@@ -780,8 +822,7 @@ static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
 		return -errno;
 	}
 	pthread_mutex_lock(&t->files_lock);
-	if (tf_lookup(t, tf->ino) == tf)
-		hash_remove(t, tf);
+	hash_remove(t, tf); /* by identity: another record may share the number */
 	tf->ino = (uint64_t)st.st_ino;
 	hash_insert(t, tf);
 	pthread_mutex_unlock(&t->files_lock);
@@ -814,6 +855,20 @@ static int want_cmp(const void *a, const void *b)
 {
 	uint64_t x = ((const struct want *)a)->ino, y = ((const struct want *)b)->ino;
 	return x < y ? -1 : x > y;
+}
+
+/* The entry of record fid among those wanting inode ino (two records may
+ * name one number: a damaged one, or one taken again), NULL if none. */
+static struct want *want_of(struct want *w, size_t nw, uint64_t ino, uint32_t fid)
+{
+	struct want key = {.ino = ino};
+	struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
+	while (hit && hit > w && hit[-1].ino == ino)
+		hit--;
+	for (; hit && hit < w + nw && hit->ino == ino; hit++)
+		if (hit->fid == fid)
+			return hit;
+	return NULL;
 }
 
 /* Walks the tree below dirfd (path rel, same file system) for the wanted
@@ -890,7 +945,7 @@ static void refresh_path(struct tier *t, struct tier_rec *r, int fd)
 	if (tier_relpath(t, fd, NULL, rel, sizeof rel) != 0 || strstr(rel, " (deleted)"))
 		return;
 	size_t n = strlen(rel);
-	if (r->r_pathlen == n && !memcmp(r->r_path, rel, n) && path_csum(r) == r->r_rsvd32)
+	if (r->r_pathlen == n && tier_rec_path_ok(r) && !memcmp(r->r_path, rel, n))
 		return;
 	rec_store_path(r, rel);
 	pm_fence();
@@ -915,11 +970,10 @@ int tier_files_recover(struct tier *t)
 				continue;
 			int fd = -ENOENT;
 			if (pass == 0) {
-				fd = rec_open(t, r, O_PATH);
+				fd = rec_open(t, fid, O_PATH);
 			} else {
-				struct want key = {.ino = r->r_ino};
-				struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
-				if (!hit || hit->fid != fid)
+				struct want *hit = want_of(w, nw, r->r_ino, fid);
+				if (!hit)
 					continue; /* settled in the first pass */
 				if (hit->found)
 					fd = openat(t->root_fd, hit->found,

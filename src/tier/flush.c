@@ -127,6 +127,7 @@ static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, 
 			 * number given to another file since the round began). */
 			int ok = (tag & (TAG_V | TAG_D)) == (TAG_V | TAG_D) && !(tag & TAG_C) &&
 				 tag_fid(tag) == f->fid && tag_idx(tag) == f->idx &&
+				 f->fid < t->nrecs &&
 				 __atomic_load_n(&t->files[f->fid], __ATOMIC_ACQUIRE) == tf;
 			uint64_t size = r->r_size, at = f->idx << TIER_CHUNK_SHIFT;
 			if (ok) {
@@ -233,7 +234,7 @@ collected:
 			pthread_mutex_lock(lk);
 			/* L1: only if it still holds what was written. */
 			if (tag_of(t, f->c) == f->tag && chunk_desc(t, f->c)->d_seq == f->seq &&
-			    t->files[f->fid] == tf) {
+			    tier_file_at(t, f->fid) == tf) {
 				struct tier_desc *d = chunk_desc(t, f->c);
 				pm_store8(&d->d_tag, f->tag & ~TAG_D);
 				pm_flush(&d->d_tag, 8);

@@ -12,6 +12,18 @@
  * never made durable) is settled first by recovery, as a mount would (like
  * the pm engine's log replay); whatever is left after that, and damage no
  * crash explains, is reported and left alone.
+ *
+ * Invariants: K1 every structure is checked by check.c (the checks mount
+ *               uses) before any of its fields is used, and damage stops
+ *               the run before recovery: nothing read from the pool sizes
+ *               a buffer, indexes an array or bounds a loop unchecked;
+ *             K2 without repair nothing is written -- not the pool, not the
+ *               backing directory: recovery of the cache's own structures
+ *               runs on a private copy-on-write view of the pool, and what
+ *               only a mount settles in the backing directory (files made
+ *               again, sizes set, removals finished) is reported, not done;
+ *               backing files are read with O_NOATIME, through paths that
+ *               cannot leave the backing directory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,6 +43,12 @@ struct check {
 	void *arg;
 	uint64_t damaged;     /* not explained by a crash */
 	uint64_t recoverable; /* a mount's recovery settles it */
+};
+
+/* A private, writable view of the pool: recovery runs there (K2). */
+struct view {
+	char *img;
+	uint64_t size;
 };
 
 #define DAMAGE(k, ...)                                                                             \
@@ -63,13 +81,13 @@ static int clean_chunk_cmp(const void *a, const void *b)
  * O_NOATIME: checking must not change what the files show. */
 static int open_rec_file(int bfd, const struct tier_rec *r, uint32_t fid, struct check *k)
 {
-	if (bfd < 0 || !r->r_pathlen || r->r_pathlen > TIER_PATH_MAX)
+	if (bfd < 0 || !tier_rec_path_ok(r))
 		return -1;
 	char path[TIER_PATH_MAX + 1];
 	memcpy(path, r->r_path, r->r_pathlen);
 	path[r->r_pathlen] = 0;
-	int fd = openat(bfd, path, O_RDONLY | O_NOFOLLOW | O_NOATIME | O_CLOEXEC);
-	if (fd < 0 && errno == EPERM) /* not its owner: no O_NOATIME */
+	int fd = tier_open_beneath(bfd, path, O_RDONLY | O_NOATIME, 0);
+	if (fd == -EPERM) /* not its owner: no O_NOATIME */
 		fr_report(k->report, k->arg,
 			  "info: record %u: %s not compared with the cache (reading it would "
 			  "change its access time; run as its owner or root)",
@@ -155,11 +173,8 @@ static void check_clean_chunks(const char *img, const struct tier_header *th, in
 	free(cc);
 }
 
-/* settled: recovery has run, so what a crash leaves in flight (a chunk
- * beside its interrupted replacement) no longer is: clean chunks are
- * compared with the backing files too. */
-static void check_pool(const char *pool, struct check *k, int settled,
-		       void (*progress)(void *, uint64_t, uint64_t), void *parg)
+/* Maps the pool read-only (shared: nothing is written through it). */
+static char *map_pool(const char *pool, uint64_t *size, struct check *k)
 {
 	int fd = open(pool, O_RDONLY | O_CLOEXEC);
 	struct stat st;
@@ -167,84 +182,105 @@ static void check_pool(const char *pool, struct check *k, int settled,
 		DAMAGE(k, "%s: cannot open: %s", pool, strerror(errno));
 		if (fd >= 0)
 			close(fd);
-		return;
+		return NULL;
 	}
 	struct fr_super sb;
-	const char *why;
+	const char *why = "too short to be a ferrite pool";
 	if (pread(fd, &sb, sizeof sb, 0) != (ssize_t)sizeof sb ||
 	    meta_super_check_common(&sb, (uint64_t)st.st_size, &why) != 0) {
 		DAMAGE(k, "superblock: %s", why);
 		close(fd);
-		return;
+		return NULL;
 	}
-	size_t size = sb.sb_pool_size;
-	char *img = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0);
+	*size = sb.sb_pool_size;
+	char *img = mmap(NULL, *size, PROT_READ, MAP_SHARED, fd, 0);
 	close(fd);
 	if (img == MAP_FAILED) {
 		DAMAGE(k, "cannot map the pool: %s", strerror(errno));
-		return;
+		return NULL;
 	}
-	const struct tier_header *th = (const struct tier_header *)(img + TIER_HDR_OFF);
-	if (th->th_magic != TIER_MAGIC || th->th_nslots < 16 ||
-	    th->th_data_off + th->th_nslots * 2 * TIER_CHUNK_SIZE > size ||
-	    th->th_desc_off + th->th_nslots * 2 * 64 > th->th_data_off ||
-	    th->th_rec_off + (uint64_t)th->th_nrecs * TIER_REC_SIZE > th->th_journal_off ||
-	    th->th_nrecs > (1u << TAG_FID_BITS)) {
-		DAMAGE(k, "tier header damaged");
-		munmap(img, size);
-		return;
-	}
-	int bfd = open(th->th_backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
-	if (bfd < 0)
-		DAMAGE(k, "backing directory %s: %s", th->th_backing, strerror(errno));
-	const struct tier_rec *recs = (const struct tier_rec *)(img + th->th_rec_off);
-	const struct tier_desc *desc = (const struct tier_desc *)(img + th->th_desc_off);
-	uint64_t nchunks = th->th_nslots * 2;
-	for (uint32_t fid = 1; fid < th->th_nrecs; fid++) {
-		const struct tier_rec *r = &recs[fid];
-		switch (r->r_state) {
-		case REC_FREE:
-		case REC_LIVE:
-			break;
-		case REC_DYING:
-			PENDING(k, "record %u: a removal was interrupted", fid);
-			break;
-		case REC_ORPHAN:
-			PENDING(k, "record %u: a removed file was still open at a crash", fid);
-			break;
-		default:
-			DAMAGE(k, "record %u: unknown state %#x", fid, r->r_state);
+	return img;
+}
+
+/* The records: damage (check.c), and what a mount's recovery settles. */
+static void check_records(const struct tier_geom *g, int bfd, struct check *k)
+{
+	const struct tier_header *th = g->th;
+	char why[512];
+	for (uint32_t fid = 1; fid < g->nrecs; fid++) {
+		const struct tier_rec *r = &g->recs[fid];
+		if (tier_rec_check(g, fid, why, sizeof why) != 0) {
+			DAMAGE(k, "%s", why);
 			continue;
 		}
 		if (r->r_state == REC_FREE)
 			continue;
-		if (r->r_pathlen > TIER_PATH_MAX ||
-		    (r->r_pathlen && fr_crc32c(0, r->r_path, r->r_pathlen) != r->r_rsvd32))
+		if (r->r_state == REC_DYING)
+			PENDING(k, "record %u: a removal was interrupted", fid);
+		else if (r->r_state == REC_ORPHAN)
+			PENDING(k, "record %u: a removed file was still open at a crash", fid);
+		if (r->r_pathlen && !tier_rec_path_ok(r))
 			PENDING(k, "record %u: its path was being changed", fid);
-		if (r->r_state == REC_LIVE && bfd >= 0 && r->r_pathlen &&
-		    r->r_pathlen <= TIER_PATH_MAX) {
-			char path[TIER_PATH_MAX + 1];
-			memcpy(path, r->r_path, r->r_pathlen);
-			path[r->r_pathlen] = 0;
-			struct stat fst;
-			if (fstatat(bfd, path, &fst, AT_SYMLINK_NOFOLLOW) != 0 ||
-			    (uint64_t)fst.st_ino != r->r_ino)
-				PENDING(k, "record %u: %s/%s is not in the backing directory", fid,
-					th->th_backing, path);
-			else if ((uint64_t)fst.st_size > r->r_size)
-				PENDING(k, "record %u: %s/%s is longer than the file (%llu > %llu)",
-					fid, th->th_backing, path, (unsigned long long)fst.st_size,
-					(unsigned long long)r->r_size);
-		}
+		if (r->r_state != REC_LIVE || bfd < 0 || !tier_rec_path_ok(r))
+			continue;
+		char path[TIER_PATH_MAX + 1];
+		memcpy(path, r->r_path, r->r_pathlen);
+		path[r->r_pathlen] = 0;
+		struct stat fst;
+		int fd = tier_open_beneath(bfd, path, O_PATH, 0);
+		int found = fd >= 0 && fstat(fd, &fst) == 0 && (uint64_t)fst.st_ino == r->r_ino;
+		if (fd >= 0)
+			close(fd);
+		if (!found)
+			PENDING(k, "record %u: %s/%s is not in the backing directory", fid,
+				th->th_backing, path);
+		else if ((uint64_t)fst.st_size > r->r_size)
+			PENDING(k, "record %u: %s/%s is longer than the file (%llu > %llu)", fid,
+				th->th_backing, path, (unsigned long long)fst.st_size,
+				(unsigned long long)r->r_size);
 	}
+}
+
+/* Checks the image img (size bytes). settled: recovery has run, so what a
+ * crash leaves in flight (a chunk beside its interrupted replacement) no
+ * longer is: clean chunks are compared with the backing files too. */
+static void check_image(const char *img, uint64_t size, struct check *k, int settled,
+			void (*progress)(void *, uint64_t, uint64_t), void *parg)
+{
+	const struct tier_header *th = (const struct tier_header *)(img + TIER_HDR_OFF);
+	char why[512];
+	if (tier_header_check(th, size, why, sizeof why) != 0) {
+		DAMAGE(k, "%s", why);
+		return;
+	}
+	struct tier_geom g;
+	tier_geom_init(&g, img, size);
+	int bfd = open(th->th_backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	char uuid[37];
+	meta_uuid_str(((const struct fr_super *)img)->sb_uuid, uuid);
+	if (bfd < 0) {
+		DAMAGE(k, "backing directory %s: %s", th->th_backing, strerror(errno));
+	} else if (tier_backing_identity(bfd, th->th_backing, th, uuid, why, sizeof why) != 0) {
+		DAMAGE(k, "%s", why); /* nothing in it is this pool's */
+		close(bfd);
+		bfd = -1;
+	}
+	check_records(&g, bfd, k);
+	const struct tier_rec *recs = g.recs;
+	const struct tier_desc *desc = g.desc;
+	uint64_t nchunks = g.nchunks;
 	for (uint64_t c = 0; c < nchunks; c++) {
 		if (progress && c % 65536 == 0)
 			progress(parg, c, settled ? 2 * nchunks : nchunks);
 		uint64_t tag = desc[c].d_tag;
 		if (!(tag & TAG_V))
 			continue;
+		if (tier_desc_check(&g, c, why, sizeof why) != 0) {
+			DAMAGE(k, "%s", why);
+			continue;
+		}
 		uint32_t fid = tag_fid(tag);
-		if (!fid || fid >= th->th_nrecs || recs[fid].r_state == REC_FREE) {
+		if (recs[fid].r_state == REC_FREE) {
 			DAMAGE(k, "chunk %llu: belongs to no file (record %u)",
 			       (unsigned long long)c, fid);
 			continue;
@@ -260,36 +296,126 @@ static void check_pool(const char *pool, struct check *k, int settled,
 				"slot %llu: two versions of one chunk (an overwrite was cut short)",
 				(unsigned long long)(c / 2));
 	}
-	if (settled)
+	int pending = 0;
+	if (tier_journal_check(&g, &pending, why, sizeof why) != 0)
+		DAMAGE(k, "%s", why);
+	else if (pending)
+		PENDING(k, "epoch %llu: its journal entry is not applied yet",
+			(unsigned long long)g.journal->ej_epoch);
+	if (settled && !k->damaged)
 		check_clean_chunks(img, th, bfd, k, progress, parg);
-	if (th->th_consistency == TIER_EPOCH && th->th_journal_size >= 64) {
-		const struct tier_ejournal *j =
-		    (const struct tier_ejournal *)(img + th->th_journal_off);
-		if (j->ej_magic == EJ_MAGIC && j->ej_epoch > j->ej_applied)
-			PENDING(k, "epoch %llu: its journal entry is not applied yet",
-				(unsigned long long)j->ej_epoch);
-	}
 	if (progress)
 		progress(parg, nchunks, nchunks);
 	if (bfd >= 0)
 		close(bfd);
+}
+
+static void check_pool(const char *pool, struct check *k, int settled,
+		       void (*progress)(void *, uint64_t, uint64_t), void *parg)
+{
+	uint64_t size;
+	char *img = map_pool(pool, &size, k);
+	if (!img)
+		return;
+	check_image(img, size, k, settled, progress, parg);
 	munmap(img, size);
 }
+
+/* Recovery of the cache's own structures -- the epoch journal, interrupted
+ * writes, two versions of a chunk, chunks beyond their file -- as a mount
+ * does it, on a private copy-on-write mapping of the pool (K2), in v.
+ * Returns 0 or -errno. What recovery does in the backing directory is left
+ * out: check_records() reports it. */
+static int recover_view(const char *pool, struct view *v)
+{
+	struct check quiet = {NULL, NULL, 0, 0};
+	char *shared = map_pool(pool, &v->size, &quiet);
+	if (!shared)
+		return -EIO;
+	munmap(shared, v->size);
+	int fd = open(pool, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	v->img = mmap(NULL, v->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	if (v->img == MAP_FAILED) {
+		/* A device (devdax) maps shared only: a copy in DRAM. */
+		v->img = mmap(NULL, v->size, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+		for (uint64_t got = 0; v->img != MAP_FAILED && got < v->size;) {
+			ssize_t m = pread(fd, v->img + got, v->size - got, (off_t)got);
+			if (m <= 0) {
+				munmap(v->img, v->size);
+				v->img = MAP_FAILED;
+			} else {
+				got += (uint64_t)m;
+			}
+		}
+	}
+	close(fd);
+	if (v->img == MAP_FAILED) {
+		v->img = NULL;
+		return -ENOMEM;
+	}
+	struct tier *t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->h.engine = FR_ENGINE_TIER;
+	t->root_fd = -1;
+	t->pool.fd = -1;
+	t->pool.size = v->size;
+	t->base = v->img;
+	t->sb = (struct fr_super *)v->img;
+	t->th = (struct tier_header *)(v->img + TIER_HDR_OFF);
+	t->nslots = t->th->th_nslots;
+	t->nchunks = t->nslots * 2;
+	t->nrecs = t->th->th_nrecs;
+	t->desc = (struct tier_desc *)(v->img + t->th->th_desc_off);
+	t->data = v->img + t->th->th_data_off;
+	t->recs = (struct tier_rec *)(v->img + TIER_REC_OFF);
+	t->consistency = (int)t->th->th_consistency;
+	for (int i = 0; i < TIER_SLOT_LOCKS; i++)
+		pthread_mutex_init(&t->slot_locks[i], NULL);
+	pthread_rwlock_init(&t->epoch_lock, NULL);
+	t->dirty_bits = calloc((t->nchunks + 63) / 64, sizeof(uint64_t));
+	int rc = t->dirty_bits ? tier_files_init(t) : -ENOMEM;
+	if (!rc && t->consistency == TIER_EPOCH)
+		rc = tier_epoch_recover(t);
+	if (!rc)
+		rc = tier_recover_chunks(t);
+	tier_files_fini(t);
+	free(t->dirty_bits);
+	free(t);
+	return rc;
+}
+
+static int tier_fsck_locked(const char *pool, int repair, fr_report_fn report, void *report_arg,
+			    void (*progress)(void *arg, uint64_t done, uint64_t total),
+			    void *progress_arg, struct pool *p);
 
 int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
 	      void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
 	      void *progress_arg)
 {
-	(void)repair; /* what recovery cannot settle is never guessed at */
 	fr_err_clear();
 	if (!pool)
 		pool = ferrite_default_pool();
-	/* Nobody may use the pool meanwhile. */
+	/* Nobody may use the pool meanwhile: held to the end without repair,
+	 * until the mount that recovers with it. */
 	struct pool p;
-	int rc = pool_open(&p, pool, 0);
+	int rc = pool_open(&p, pool, repair ? 0 : POOL_PRIVATE); /* -n: read-only (K2) */
 	if (rc)
 		return fr_err_finish(rc);
-	pool_close(&p);
+	rc = tier_fsck_locked(pool, repair, report, report_arg, progress, progress_arg, &p);
+	if (p.fd >= 0)
+		pool_close(&p);
+	return rc;
+}
+
+static int tier_fsck_locked(const char *pool, int repair, fr_report_fn report, void *report_arg,
+			    void (*progress)(void *arg, uint64_t done, uint64_t total),
+			    void *progress_arg, struct pool *p)
+{
+	int rc;
 	/* Damage first: recovery must not run on a pool it cannot explain. */
 	struct check k = {NULL, NULL, 0, 0};
 	check_pool(pool, &k, 0, NULL, NULL);
@@ -301,9 +427,30 @@ int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 	/* Then recovery, as a mount does it (it is normal after a crash). */
 	if (k.recoverable)
 		fr_report(report, report_arg,
-			  "info: %llu item(s) left by an interruption; recovering them as a "
-			  "mount would (normal after a crash)",
-			  (unsigned long long)k.recoverable);
+			  "info: %llu item(s) left by an interruption; %s (normal after a crash)",
+			  (unsigned long long)k.recoverable,
+			  repair ? "recovering them as a mount would"
+				 : "checking as a mount's recovery would leave them, changing "
+				   "nothing");
+	if (!repair) {
+		struct view v = {NULL, 0};
+		rc = recover_view(pool, &v);
+		if (rc) {
+			if (v.img)
+				munmap(v.img, v.size);
+			fr_report(report, report_arg, "recovery (on a private view) failed: %s",
+				  fr_err_isset() ? fr_err_get() : strerror(-rc));
+			return FERRITE_FSCK_UNCORRECTED;
+		}
+		struct check after = {report, report_arg, 0, 0};
+		check_image(v.img, v.size, &after, 1, progress, progress_arg);
+		munmap(v.img, v.size);
+		/* What is left pending, only a mount settles (in the backing
+		 * directory): reported above, and not an error. */
+		return after.damaged ? FERRITE_FSCK_UNCORRECTED : FERRITE_FSCK_CLEAN;
+	}
+	pool_close(p); /* the mount takes it */
+	p->fd = -1;
 	ferrite_fs *fs;
 	rc = tier_mount(pool, NULL, &fs);
 	if (rc) {

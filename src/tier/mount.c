@@ -11,7 +11,12 @@
  *             M3 mount completes or undoes what a crash interrupted before
  *               anything else runs, then drains every dirty chunk; unmount
  *               drains too, so a clean pool's backing directory holds
- *               everything.
+ *               everything;
+ *             M4 before M3, every structure of the pool passes its check
+ *               (check.c K1-K4), or the mount fails with -EUCLEAN having
+ *               changed nothing: recovery and the runtime use the fields as
+ *               they are. th_key_next and th_seq, outside the checksum, are
+ *               clamped where read.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -36,11 +41,6 @@
 #define JOURNAL_SIZE  (1 * FR_MIB)
 #define POOL_XATTR    "user.ferrite.pool"
 #define MAX_PERIOD_MS 60000
-
-static uint32_t header_csum(const struct tier_header *th)
-{
-	return fr_crc32c(0, th, offsetof(struct tier_header, th_csum));
-}
 
 /* ---- geometry ------------------------------------------------------------------ */
 
@@ -71,23 +71,6 @@ static int plan(uint64_t size, int consistency, struct layout *l)
 	}
 	l->nslots = nchunks / 2;
 	return l->nslots >= 16 ? 0 : -EINVAL;
-}
-
-static int header_sane(const struct tier_header *th, uint64_t size)
-{
-	uint64_t nchunks = th->th_nslots * 2;
-	return th->th_magic == TIER_MAGIC && th->th_csum == header_csum(th) &&
-	       th->th_chunk_size == TIER_CHUNK_SIZE && th->th_consistency <= TIER_EPOCH &&
-	       th->th_writeback <= TIER_WB_DIRECT && th->th_nslots >= 16 &&
-	       th->th_rec_off == TIER_REC_OFF && th->th_rec_size == TIER_REC_SIZE &&
-	       th->th_nrecs >= 2 && th->th_nrecs <= (1u << TAG_FID_BITS) &&
-	       th->th_rec_off + (uint64_t)th->th_nrecs * TIER_REC_SIZE <= th->th_journal_off &&
-	       th->th_journal_off + th->th_journal_size <= th->th_desc_off &&
-	       (th->th_consistency != TIER_EPOCH || th->th_journal_size >= 4096) &&
-	       th->th_desc_off + nchunks * 64 <= th->th_data_off &&
-	       th->th_data_off % FR_UNIT_SIZE == 0 &&
-	       th->th_data_off + nchunks * TIER_CHUNK_SIZE <= size &&
-	       memchr(th->th_backing, 0, sizeof th->th_backing) && th->th_backing[0] == '/';
 }
 
 /* ---- mkfs ------------------------------------------------------------------------ */
@@ -202,7 +185,7 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 	if (bfd >= 0)
 		close(bfd);
 	memcpy(th.th_backing, backing, strlen(backing) + 1); /* checked: it fits */
-	th.th_csum = header_csum(&th);
+	th.th_csum = tier_header_csum(&th);
 	pm_copy_flush(base + TIER_HDR_OFF, &th, sizeof th);
 	if (l.journal_size) {
 		struct tier_ejournal j;
@@ -247,7 +230,7 @@ static void undo_sizes(struct tier *t, const struct incomplete *inc, size_t ninc
 		    inc[i].new_size != inc[i].old_size) {
 			pm_store8(&r->r_size, inc[i].old_size);
 			pm_flush(&r->r_size, 8);
-			struct tier_file *tf = t->files[inc[i].fid];
+			struct tier_file *tf = tier_file_at(t, inc[i].fid);
 			if (tf)
 				tf->size = (int64_t)inc[i].old_size;
 		}
@@ -256,7 +239,9 @@ static void undo_sizes(struct tier *t, const struct incomplete *inc, size_t ninc
 
 int tier_recover_chunks(struct tier *t)
 {
-	uint64_t maxseq = t->th->th_seq, recovered = 0;
+	/* th_seq is a hint outside the header's checksum; descriptors of
+	 * valid chunks were checked (K3), invalid ones may hold anything. */
+	uint64_t maxseq = t->th->th_seq <= TIER_SEQ_MAX ? t->th->th_seq : 0, recovered = 0;
 	size_t ninc = 0, capinc = 16;
 	struct incomplete *inc = malloc(capinc * sizeof(*inc));
 	if (!inc)
@@ -265,11 +250,12 @@ int tier_recover_chunks(struct tier *t)
 	for (uint64_t c = 0; c < t->nchunks; c++) {
 		struct tier_desc *d = chunk_desc(t, c);
 		uint64_t tag = d->d_tag;
-		maxseq = FR_MAX(maxseq, d->d_seq);
+		if (d->d_seq <= TIER_SEQ_MAX)
+			maxseq = FR_MAX(maxseq, d->d_seq);
 		if (!(tag & TAG_V))
 			continue;
 		uint32_t fid = tag_fid(tag);
-		struct tier_file *tf = fid < t->nrecs ? t->files[fid] : NULL;
+		struct tier_file *tf = tier_file_at(t, fid);
 		if (tf)
 			tf->nvalid++;
 		t->nvalid++;
@@ -346,7 +332,7 @@ int tier_recover_chunks(struct tier *t)
 			continue;
 		uint32_t fid = tag_fid(tag);
 		struct tier_rec *r = fid && fid < t->nrecs ? &t->recs[fid] : NULL;
-		if (!r || r->r_state == REC_FREE || !t->files[fid] ||
+		if (!r || r->r_state == REC_FREE || !tier_file_at(t, fid) ||
 		    (tag_idx(tag) << TIER_CHUNK_SHIFT) >= r->r_size) {
 			tier_set_tag(t, c, 0);
 			recovered++;
@@ -480,6 +466,35 @@ static void tier_free(struct tier *t)
 	free(t);
 }
 
+int tier_backing_identity(int fd, const char *path, const struct tier_header *th, const char *uuid,
+			  char *why, size_t n)
+{
+	char owner[64];
+	ssize_t on = getxattr(path, POOL_XATTR, owner, sizeof owner - 1);
+	if (on > 0) {
+		owner[on] = 0;
+		if (strcmp(owner, uuid) != 0) {
+			snprintf(
+			    why, n,
+			    "the directory %s belongs to another pool (%s), not to this one (%s)",
+			    path, owner, uuid);
+			return -EUCLEAN;
+		}
+		return 0;
+	}
+	struct stat st;
+	int64_t bt = tier_btime(fd);
+	if (fstat(fd, &st) != 0 || (uint64_t)st.st_ino != th->th_backing_ino ||
+	    (th->th_backing_btime && bt && bt != th->th_backing_btime)) {
+		snprintf(why, n,
+			 "%s is not the directory this pool was formatted for (it was replaced or "
+			 "moved)",
+			 path);
+		return -EUCLEAN;
+	}
+	return 0;
+}
+
 static int attach_backing(struct tier *t, const char *pool)
 {
 	const struct tier_header *th = t->th;
@@ -493,25 +508,9 @@ static int attach_backing(struct tier *t, const char *pool)
 		return fr_err(-errno, "%s: its backing directory %s: %s", pool, t->backing,
 			      strerror(errno));
 	/* M2 */
-	char owner[64];
-	ssize_t on = getxattr(t->backing, POOL_XATTR, owner, sizeof owner - 1);
-	if (on > 0) {
-		owner[on] = 0;
-		if (strcmp(owner, t->uuid) != 0)
-			return fr_err(-EUCLEAN,
-				      "%s: the directory %s belongs to another pool (%s), not to "
-				      "this one (%s)",
-				      pool, t->backing, owner, t->uuid);
-	} else {
-		struct stat st;
-		int64_t bt = tier_btime(t->root_fd);
-		if (fstat(t->root_fd, &st) != 0 || (uint64_t)st.st_ino != th->th_backing_ino ||
-		    (th->th_backing_btime && bt && bt != th->th_backing_btime))
-			return fr_err(-EUCLEAN,
-				      "%s: %s is not the directory this pool was formatted for "
-				      "(it was replaced or moved)",
-				      pool, t->backing);
-	}
+	char why[600];
+	if (tier_backing_identity(t->root_fd, t->backing, th, t->uuid, why, sizeof why) != 0)
+		return fr_err(-EUCLEAN, "%s: %s", pool, why);
 	struct statvfs sv;
 	if ((fstatvfs(t->root_fd, &sv) == 0 && (sv.f_flag & ST_RDONLY)) ||
 	    faccessat(t->root_fd, ".", W_OK, AT_EACCESS) != 0)
@@ -589,8 +588,18 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 	t->base = t->pool.base;
 	t->sb = (struct fr_super *)t->base;
 	t->th = (struct tier_header *)(t->base + TIER_HDR_OFF);
-	if (!header_sane(t->th, sb.sb_pool_size)) {
-		rc = fr_err(-EUCLEAN, "%s: the tier header is damaged", path);
+	/* Everything later read from the pool is used as it is: checked
+	 * here, once, before recovery touches anything (check.c K1-K4). */
+	char bad[512];
+	if (tier_header_check(t->th, sb.sb_pool_size, bad, sizeof bad) != 0) {
+		rc = fr_err(-EUCLEAN, "%s: %s", path, bad);
+		goto fail;
+	}
+	struct tier_geom g;
+	int journal_pending;
+	tier_geom_init(&g, t->base, sb.sb_pool_size);
+	if (tier_image_check(&g, &journal_pending, bad, sizeof bad) != 0) {
+		rc = fr_err(-EUCLEAN, "%s: %s", path, bad);
 		goto fail;
 	}
 	meta_uuid_str(sb.sb_uuid, t->uuid);
@@ -770,8 +779,11 @@ int tier_read_stats(const char *pool, struct ferrite_tier_info *ti)
 		rc = -EINVAL;
 	if (!rc)
 		rc = meta_super_check_common(&sb, (uint64_t)st.st_size, &why);
-	if (!rc && (!(sb.sb_incompat & SB_INCOMPAT_TIER) || !header_sane(th, sb.sb_pool_size)))
+	char hwhy[512];
+	if (!rc && !(sb.sb_incompat & SB_INCOMPAT_TIER))
 		rc = -EINVAL, why = "not a tiered pool";
+	else if (!rc && tier_header_check(th, sb.sb_pool_size, hwhy, sizeof hwhy) != 0)
+		rc = -EUCLEAN, why = hwhy;
 	if (rc) {
 		close(fd);
 		free(th);

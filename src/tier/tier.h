@@ -227,7 +227,55 @@ static inline int64_t tier_now_ns(void)
 	return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
 }
 
+/* ---- checks of the persistent structures (check.c) ------------------------------------ */
+/* Keys and write sequences stay below these, so key + chunk index and seq + 1
+ * never wrap (a pool would need 2^62 file creations or writes to reach them). */
+#define TIER_KEY_MAX (1ULL << 62)
+#define TIER_SEQ_MAX (1ULL << 62)
+
+/* The geometry of a pool whose header passed tier_header_check(): every
+ * region lies inside the mapping at base. */
+struct tier_geom {
+	uint64_t pool_size, nslots, nchunks;
+	uint32_t nrecs;
+	int consistency;
+	const struct tier_header *th;
+	const struct tier_rec *recs;
+	const struct tier_desc *desc;
+	const char *data;
+	const struct tier_ejournal *journal; /* NULL if the pool has none */
+	uint64_t journal_size;
+};
+/* Each returns 0, or -EUCLEAN with a line naming the object in why. */
+int tier_header_check(const struct tier_header *th, uint64_t pool_size, char *why, size_t n);
+/* The geometry of the mapping at base, whose header passed the check. */
+void tier_geom_init(struct tier_geom *g, const char *base, uint64_t pool_size);
+/* Every record, descriptor and the journal: the first damage found. */
+int tier_image_check(const struct tier_geom *g, int *journal_pending, char *why, size_t n);
+int tier_rec_check(const struct tier_geom *g, uint32_t fid, char *why, size_t n);
+int tier_desc_check(const struct tier_geom *g, uint64_t c, char *why, size_t n);
+/* *pending: an entry whose fingerprint holds waits to be applied. */
+int tier_journal_check(const struct tier_geom *g, int *pending, char *why, size_t n);
+uint32_t tier_header_csum(const struct tier_header *th);
+/* The record's path is whole (its checksum holds) and known. */
+int tier_rec_path_ok(const struct tier_rec *r);
+uint32_t tier_journal_cap(const struct tier_geom *g);
+uint32_t tier_journal_fingerprint(const char *data, const struct tier_ejournal *h,
+				  const struct ej_page *pg, const struct ej_file *fl);
+/* openat of a path below root_fd that follows no symbolic link; -errno. */
+int tier_open_beneath(int root_fd, const char *path, int flags, mode_t mode);
+/* The state of file fid, NULL if it has none or fid is out of range (a tag
+ * read from PM names it). */
+static inline struct tier_file *tier_file_at(struct tier *t, uint32_t fid)
+{
+	return fid < t->nrecs ? t->files[fid] : NULL;
+}
+
 /* ---- mount (mount.c) ---------------------------------------------------------- */
+/* M2: fd (path) is the directory the pool (uuid, header th) was formatted
+ * for: 0, or -EUCLEAN with why. */
+int tier_backing_identity(int fd, const char *path, const struct tier_header *th, const char *uuid,
+			  char *why, size_t n);
 /* Scans the tags after a crash: completes or undoes what was in flight. */
 int tier_recover_chunks(struct tier *t);
 
