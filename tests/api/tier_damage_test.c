@@ -196,8 +196,8 @@ static uint64_t hash_tree(const char *d, uint64_t h)
 	closedir(dd);
 	qsort(names, (size_t)n, 256, (int (*)(const void *, const void *))strcmp);
 	for (int i = 0; i < n; i++) {
-		char p[1024];
-		snprintf(p, sizeof p, "%s/%s", d, names[i]);
+		char p[4096 + 256 + 2];
+		snprintf(p, sizeof p, "%.4096s/%.255s", d, names[i]);
 		struct stat st;
 		if (lstat(p, &st) != 0)
 			continue;

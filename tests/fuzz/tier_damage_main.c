@@ -42,7 +42,7 @@ struct base {
 
 static int sh(const char *fmt, const char *a, const char *b, const char *c)
 {
-	char cmd[1200];
+	char cmd[9000];
 	snprintf(cmd, sizeof cmd, fmt, a, b, c);
 	return system(cmd);
 }
