@@ -366,7 +366,7 @@ static void signature(const char *errf, char *sig, size_t cap)
 	for (char *q = kind; *q; q++)
 		if (*q == '\n')
 			*q = 0;
-	snprintf(sig, cap, "%s%s", kind[0] ? kind : "signal", frames);
+	snprintf(sig, cap, "%.127s%.400s", kind[0] ? kind : "signal", frames);
 }
 
 struct forked {
