@@ -182,6 +182,8 @@ static int start_dir(struct tier *t, int dirfd, const char *path, int *kdir, con
 		     struct tier_ofile **held)
 {
 	*held = NULL;
+	*kdir = -1;
+	*rest = NULL;
 	if (path && strnlen(path, 4096) >= 4096)
 		return fr_err(-ENAMETOOLONG, "path longer than 4095 bytes");
 	if (path && path[0] == '/') {
