@@ -228,7 +228,7 @@ int cmd_run(int argc, char **argv)
 	char shim[PATH_MAX], abspool[PATH_MAX];
 	/* Next to this binary (build tree) or in the library directory of its
 	 * installation. */
-	const char *const beside[] = {"", "/../" FERRITE_LIBDIR, "/../lib"};
+	const char *const beside[] = {"", ("/../" FERRITE_LIBDIR), "/../lib"};
 	rc = cli_find_beside("FERRITE_PRELOAD_LIB", PRELOAD_NAME, beside, 3, R_OK, shim,
 			     sizeof(shim));
 	if (rc) {

@@ -88,7 +88,7 @@ SH_EXPORT DIR *fdopendir(int fd)
 
 SH_EXPORT DIR *opendir(const char *path)
 {
-	if (sh_depth || !path)
+	if (sh_depth) /* a NULL path goes to the kernel's opendir too (sh_classify) */
 		return REAL(opendir)(path);
 	int fd = sh_open_common(AT_FDCWD, &path, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	if (fd == SH_KERNEL)

@@ -193,7 +193,10 @@ SH_EXPORT int fchownat(int dirfd, const char *path, uid_t uid, gid_t gid, int fl
 
 SH_EXPORT int utimensat(int dirfd, const char *path, const struct timespec ts[2], int flags)
 {
-	if (!path) /* Linux: utimensat(fd, NULL, ...) is futimens(fd) */
+	/* glibc declares path nonnull, so the compiler may drop a test of it */
+	const char *p = path;
+	__asm__("" : "+r"(p));
+	if (!p) /* Linux: utimensat(fd, NULL, ...) is futimens(fd) */
 		SH_FD_OP(int, dirfd, REAL(utimensat)(dirfd, path, ts, flags),
 			 ferrite_futimens(FS, FFD, ts));
 	SH_PATH_OP(int, dirfd, path, flags &AT_EMPTY_PATH, REAL(utimensat)(dirfd, path, ts, flags),

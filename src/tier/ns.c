@@ -182,6 +182,8 @@ static int start_dir(struct tier *t, int dirfd, const char *path, int *kdir, con
 		     struct tier_ofile **held)
 {
 	*held = NULL;
+	*kdir = -1;
+	*rest = NULL;
 	if (path && strnlen(path, 4096) >= 4096)
 		return fr_err(-ENAMETOOLONG, "path longer than 4095 bytes");
 	if (path && path[0] == '/') {
@@ -690,17 +692,18 @@ int tier_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 
 /* ---- opening -------------------------------------------------------------------------- */
 
-/* The mode the caller asked for, whatever the process umask took away. */
-static void exact_mode(int fd, const char *name, mode_t mode)
+/* The mode the caller asked for, whatever the process umask took away.
+ * 0, or -errno when the node just made does not have that mode. */
+static int exact_mode(int fd, const char *name, mode_t mode)
 {
 	struct stat st;
-	if (fstatat(fd, name ? name : "", &st, name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH) == 0 &&
-	    (st.st_mode & 07777) != (mode & 07777)) {
-		if (name)
-			fchmodat(fd, name, mode & 07777, 0);
-		else
-			fchmod(fd, mode & 07777);
-	}
+	if (fstatat(fd, name ? name : "", &st, name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH))
+		return -errno;
+	if ((st.st_mode & 07777) == (mode & 07777))
+		return 0;
+	if (name ? fchmodat(fd, name, mode & 07777, 0) : fchmod(fd, mode & 07777))
+		return -errno;
+	return 0;
 }
 
 /* Wraps a kernel descriptor; regular files opened for I/O join the cache.
@@ -834,8 +837,12 @@ int tier_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t m
 	if (kfd < 0)
 		return TIER_END(kfd);
 	if (created) {
-		exact_mode(kfd, NULL, mode);
 		t->ns_dirty = 1;
+		rc = exact_mode(kfd, NULL, mode);
+		if (rc) { /* the new, empty file stays: rest may reach it through a symlink */
+			close(kfd);
+			return TIER_END(rc);
+		}
 	}
 	int trunc = (flags & O_TRUNC) && !created;
 	if (trunc) {
@@ -1296,8 +1303,8 @@ int tier_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
 	if (rc)
 		return TIER_END(rc);
 	rc = mkdirat(p.pfd, p.name, mode & 07777) ? -errno : 0;
-	if (!rc)
-		exact_mode(p.pfd, p.name, mode);
+	if (!rc && (rc = exact_mode(p.pfd, p.name, mode)))
+		unlinkat(p.pfd, p.name, AT_REMOVEDIR); /* nothing made but as asked */
 	put_parent(t, &p);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
@@ -1319,8 +1326,8 @@ int tier_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t
 	if (rc)
 		return TIER_END(rc);
 	rc = mknodat(p.pfd, p.name, type | (mode & 07777), rdev) ? -errno : 0;
-	if (!rc)
-		exact_mode(p.pfd, p.name, mode);
+	if (!rc && (rc = exact_mode(p.pfd, p.name, mode)))
+		unlinkat(p.pfd, p.name, 0); /* nothing made but as asked */
 	put_parent(t, &p);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
