@@ -7,6 +7,11 @@
  * the whole life of the stream is returned exactly once however others come
  * and go, and a stream survives the directory growing from a small array to
  * a hashed index.
+ *
+ * Termination: the cookie strictly increases from one batch to the next
+ * (dir_read checks that every bucket it reads serves the cookie, so the next
+ * cookie is past it, and that no two entries share a hash); a refill that
+ * would not move the position is reported as damage, never retried.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -127,18 +132,22 @@ int pmfs_readdir(ferrite_dir *d, struct ferrite_dirent *ent)
 		d->nbuf = d->ibuf = 0;
 		return 1;
 	}
-	if (d->ibuf >= d->nbuf) {
+	while (d->ibuf >= d->nbuf) {
 		if (d->pos >= POS_END)
 			return 0;
 		int rc = refill(d);
 		if (rc)
 			return api_end(rc);
-		if (d->nbuf == 0) {
-			d->pos = (int64_t)d->buf_next;
-			if (d->buf_next >= FR_HASH_END)
-				return 0;
-			return pmfs_readdir(d, ent); /* an empty stretch of buckets */
-		}
+		if (d->nbuf)
+			break;
+		/* An empty stretch of buckets: go on after it. dir_read's cookie
+		 * only grows (dir.c); a stream that would not move is damage. */
+		if (d->buf_next <= (uint64_t)d->pos)
+			return api_end(fr_err(-EUCLEAN,
+					      "directory %llu: readdir does not advance (run "
+					      "`ferrite fsck`)",
+					      (unsigned long long)ino));
+		d->pos = (int64_t)d->buf_next;
 	}
 	struct dir_batch_ent *e = &d->buf[d->ibuf++];
 	ent->ino = e->ino;

@@ -175,12 +175,15 @@ int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
  * pointers obtained before a dir_insert on the same directory are stale. */
 int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name, size_t len,
 	       uint64_t ino, unsigned type);
-void dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_dentry *d);
+/* Removes the entry d that dir_lookup returned in the same transaction;
+ * -EUCLEAN (nothing staged) if it is not a sound entry of dir. */
+int dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_dentry *d);
 void dir_retarget(struct tx *tx, struct fr_dentry *d, uint64_t ino, unsigned type);
-/* Releases the storage of an empty directory. */
+/* Releases the storage of an empty directory (-EUCLEAN: left in place). */
 int dir_release(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir);
-/* Copies a dentry's name into buf (NUL-terminated); returns its length. */
-size_t dent_name(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, char *buf);
+/* Copies a dentry's name into buf (FS_NAME_MAX + 1 bytes, NUL-terminated);
+ * returns its length, or -EUCLEAN if the entry or its name is damaged. */
+int dent_name(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, char *buf);
 
 struct dir_batch_ent {
 	uint64_t hash;
