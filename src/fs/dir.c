@@ -235,17 +235,24 @@ static void slots_put(struct tx *tx, const struct slots *s, int i, const struct 
 
 /* Page idx of a large directory. Readers (no transaction) go through the
  * partition space, where the MMU translates; a transaction needs the page's
- * pool address, which is what it stages changes against. */
+ * pool address, which is what it stages changes against. The inode's
+ * partition fields are checked first (a level below the root's, aligned
+ * to its size, inside the vspace): nothing else in this layer checks them
+ * before the partition space is indexed by them. */
 void *dir_page(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint64_t idx)
 {
-	if (idx >= (1ULL << 32))
+	struct space *sp = &fs->m.sp;
+	int level = rd1(tx, &dir->i_level);
+	uint64_t part = rd8(tx, &dir->i_part), off = idx << FR_PAGE_SHIFT;
+	if (level == I_NO_PART || level >= sp->top_level || idx >= (1ULL << 32))
 		return NULL;
-	uint64_t off = idx << FR_PAGE_SHIFT;
+	uint64_t psize = sp_level_size(level);
+	if (off >= psize || part & (psize - 1) || part >= sp->vsize || psize > sp->vsize - part)
+		return NULL;
 	if (!tx) {
-		struct space *sp = &fs->m.sp;
-		if (dir->i_level == I_NO_PART || off >= dir->i_size)
+		uint64_t v = part + off;
+		if (off >= dir->i_size)
 			return NULL;
-		uint64_t v = dir->i_part + off;
 		if (!vs_ready(sp, v, FR_PAGE_SIZE) && vs_ensure(sp, v, FR_PAGE_SIZE))
 			return NULL;
 		return vs_addr(sp, v);
