@@ -776,9 +776,21 @@ int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 	return tx_status(tx) ? fr_err(-ENOSPC, "operation too large") : 0;
 }
 
-int dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_dentry *d)
+/* A caller that goes on after a failed step would commit the rest of its
+ * transaction: mark it unfit for the log, so the commit fails and nothing
+ * of it is applied (tx_abort or the next tx_begin clears the mark). */
+static int poison(struct tx *tx, int rc)
 {
-	if (!d)
+	tx->overflow = 1;
+	return rc;
+}
+
+static int remove_entry(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_dentry *d)
+{
+	/* d must be a pool address (what a lookup in a transaction returns) */
+	uintptr_t doff = (uintptr_t)d - (uintptr_t)fs->m.sp.base;
+	if (!d || (uintptr_t)d < (uintptr_t)fs->m.sp.base || doff % sizeof(*d) ||
+	    doff > fs->m.pool.size - sizeof(*d))
 		return dir_damaged(fs, dir, "entry to remove is missing");
 	struct fr_dentry img;
 	const char *why;
@@ -818,8 +830,18 @@ int dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_de
 	return 0;
 }
 
+int dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_dentry *d)
+{
+	int rc = remove_entry(fs, tx, dir, d);
+	return rc ? poison(tx, rc) : 0;
+}
+
 void dir_retarget(struct tx *tx, struct fr_dentry *d, uint64_t ino, unsigned type)
 {
+	if (!d) { /* the caller's lookup failed (damage, reported there) */
+		poison(tx, -EUCLEAN);
+		return;
+	}
 	tx_set8(tx, &d->d_ino, ino);
 	tx_set1(tx, &d->d_type, (uint8_t)type);
 }

@@ -176,7 +176,8 @@ int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name, size_t len,
 	       uint64_t ino, unsigned type);
 /* Removes the entry d that dir_lookup returned in the same transaction;
- * -EUCLEAN (nothing staged) if it is not a sound entry of dir. */
+ * -EUCLEAN if it is not a sound entry of dir (d NULL included): nothing is
+ * staged and the transaction is marked so that it cannot commit. */
 int dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_dentry *d);
 void dir_retarget(struct tx *tx, struct fr_dentry *d, uint64_t ino, unsigned type);
 /* Releases the storage of an empty directory (-EUCLEAN: left in place). */

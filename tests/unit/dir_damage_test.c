@@ -11,6 +11,7 @@
  *   - nothing crashes or hangs: run it in the ASan + UBSan build, which
  *     also catches out-of-bounds reads, shifts >= 64 and misaligned access.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -491,6 +492,47 @@ CASE(dent_ino_zero, "/l", "f7", X_ALL)
 	dent("/l", "f7")->d_ino = 0;
 }
 
+/* ---- write paths given what a failed lookup leaves them ---------------------- */
+
+/* dir_remove of no entry, or of another directory's entry: -EUCLEAN, and
+ * the transaction cannot commit the caller's other changes (namei.c goes on
+ * after it). */
+static int remove_foreign_entry_fails_the_transaction(void)
+{
+	CHECK_EQ(setup(), 0);
+	struct fr_inode *s = dino("/s");
+	uint32_t nlink = s->i_nlink;
+	const char *dirs[] = {NULL, "/l", "/full", "/s"}, *names[] = {NULL, "f7", "g1", "a"};
+	for (int k = 0; k < 4; k++) {
+		struct log_ctx *lc = op_begin(fs);
+		CHECK(lc != NULL);
+		/* a pool address, as a lookup in a transaction returns */
+		struct fr_dentry *d = NULL;
+		if (dirs[k])
+			CHECK_EQ(
+			    dir_lookup(fs, lc->tx, dino(dirs[k]), names[k], strlen(names[k]), &d),
+			    0);
+		if (k == 3)
+			d = (struct fr_dentry *)((char *)d + 8); /* inside, misaligned */
+		tx_set4(lc->tx, &s->i_nlink, nlink + 5);
+		CHECK_EQ(dir_remove(fs, lc->tx, s, d), -EUCLEAN);
+		CHECK(op_commit(fs, lc) != 0);
+		op_end(fs, lc);
+		CHECK_EQ(s->i_nlink, nlink);
+	}
+	struct log_ctx *lc = op_begin(fs);
+	tx_set4(lc->tx, &s->i_nlink, nlink + 5);
+	dir_retarget(lc->tx, NULL, 1, DT_REG);
+	CHECK(op_commit(fs, lc) != 0);
+	op_end(fs, lc);
+	CHECK_EQ(s->i_nlink, nlink);
+	CHECK_EQ(dir_check(fs, s, NULL, NULL, NULL, NULL), 0);
+	CHECK_EQ(ferrite_unmount(fs), 0);
+	CHECK_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), 0);
+	unlink(pool);
+	return 0;
+}
+
 static const struct unit_case cases[] = {
 #define C(n)                                                                                       \
 	{                                                                                          \
@@ -547,6 +589,7 @@ static const struct unit_case cases[] = {
     C(dent_ino_free),
     C(dent_ino_outside_pool),
     C(dent_ino_zero),
+    C(remove_foreign_entry_fails_the_transaction),
 #undef C
 };
 
