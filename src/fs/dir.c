@@ -862,25 +862,49 @@ int dir_release(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 
 /* ---- readdir ------------------------------------------------------------- */
 
-static int cmp_batch(const void *a, const void *b)
+/* A used slot and its stored hash: what a batch is sorted by. */
+struct key {
+	uint64_t hash;
+	unsigned slot;
+};
+
+/* The used slots of s sorted by stored hash (insertion sort of at most 64
+ * small keys); each hash must lie in [lo, hi), the range the array or
+ * bucket serves, and no two may be equal (R1: a cookie names one entry).
+ * Returns the count or -EUCLEAN. */
+static int sorted_keys(ferrite_fs *fs, struct fr_inode *dir, const struct slots *s, uint64_t used,
+		       uint64_t lo, uint64_t hi, struct key *k)
 {
-	uint64_t x = ((const struct dir_batch_ent *)a)->hash,
-		 y = ((const struct dir_batch_ent *)b)->hash;
-	return x < y ? -1 : x > y;
+	int n = 0;
+	while (used) {
+		unsigned i = (unsigned)__builtin_ctzll(used);
+		used &= used - 1;
+		uint64_t h = rd8(NULL, &s->ent[i].d_hash);
+		if (h < lo || h >= hi)
+			return dir_damaged(fs, dir, "entry outside the range of its bucket");
+		int j = n++;
+		for (; j > 0 && k[j - 1].hash > h; j--)
+			k[j] = k[j - 1];
+		if (j > 0 && k[j - 1].hash == h)
+			return dir_damaged(fs, dir, "two entries share the stored hash %llu",
+					   (unsigned long long)h);
+		k[j].hash = h;
+		k[j].slot = i;
+	}
+	return n;
 }
 
-/* Copies the entry in a used slot to e, checked; its hash must be in
- * [lo, hi), the range its array or bucket serves. */
-static int take(ferrite_fs *fs, struct fr_inode *dir, const struct fr_dentry *d,
-		struct dir_batch_ent *e, uint64_t lo, uint64_t hi)
+/* Copies the entry in a used slot (stored hash `hash`) to e, checked. */
+static int take(ferrite_fs *fs, struct fr_inode *dir, const struct fr_dentry *d, uint64_t hash,
+		struct dir_batch_ent *e)
 {
 	struct fr_dentry img;
 	const char *why;
 	memcpy(&img, d, sizeof(img));
+	if (img.d_hash != hash)
+		return dir_damaged(fs, dir, "entry changed while it was read");
 	if (dent_check(fs, NULL, &img, &why))
 		return dir_damaged(fs, dir, "%s", why);
-	if (img.d_hash < lo || img.d_hash >= hi)
-		return dir_damaged(fs, dir, "entry outside the range of its bucket");
 	name_copy(fs, NULL, &img, e->name);
 	if (dname_check(e->name, img.d_namelen, &why))
 		return dir_damaged(fs, dir, "%s", why);
@@ -891,57 +915,51 @@ static int take(ferrite_fs *fs, struct fr_inode *dir, const struct fr_dentry *d,
 	return 0;
 }
 
-/* Sorts a batch by hash; R1 says no two are equal (a cookie names one). */
-static int sort_batch(ferrite_fs *fs, struct fr_inode *dir, struct dir_batch_ent *tmp, int n)
+/* Emits, checked, the sorted entries of s with hash >= cookie, at most
+ * room; *next is the first hash left out, or range_end. Returns the count
+ * (*stopped set when it stopped inside the range) or -EUCLEAN. Only what
+ * is emitted is read beyond its hash. */
+static int emit(ferrite_fs *fs, struct fr_inode *dir, const struct slots *s, const struct key *k,
+		int n, uint64_t cookie, struct dir_batch_ent *out, int room, uint64_t *next,
+		uint64_t range_end, int *stopped)
 {
-	qsort(tmp, (size_t)n, sizeof(*tmp), cmp_batch);
-	for (int i = 1; i < n; i++)
-		if (tmp[i].hash == tmp[i - 1].hash)
-			return dir_damaged(fs, dir, "two entries share the stored hash %llu",
-					   (unsigned long long)tmp[i].hash);
-	return 0;
-}
-
-/* Emits the sorted candidates with hash >= cookie; returns the count used. */
-static int emit(struct dir_batch_ent *tmp, int n, uint64_t cookie, struct dir_batch_ent *out,
-		int room, uint64_t *next, uint64_t range_end)
-{
-	int k = 0;
+	int cnt = 0;
+	*stopped = 0;
 	for (int i = 0; i < n; i++) {
-		if (tmp[i].hash < cookie)
+		if (k[i].hash < cookie)
 			continue;
-		if (k == room) {
-			*next = tmp[i].hash;
-			return -k - 1; /* stopped inside the range */
+		if (cnt == room) {
+			*next = k[i].hash;
+			*stopped = 1;
+			return cnt;
 		}
-		out[k++] = tmp[i];
+		int rc = take(fs, dir, &s->ent[k[i].slot], k[i].hash, &out[cnt]);
+		if (rc)
+			return rc;
+		cnt++;
 	}
 	*next = range_end;
-	return k;
+	return cnt;
 }
 
 int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_batch_ent *out,
-	     int cap, uint64_t *next, struct dir_batch_ent *tmp)
+	     int cap, uint64_t *next, struct dir_batch_ent *scratch)
 {
-	int n = 0, rc = dir_kind(fs, NULL, dir);
+	(void)scratch; /* batches are sorted by key now: no copy needs it */
+	struct key k[64];
+	struct slots s;
+	int n, stopped, rc = dir_kind(fs, NULL, dir);
 	*next = FR_HASH_END;
 	if (rc < 0)
 		return rc;
 	if (!rc) {
-		struct slots s;
 		if ((rc = small_slots(fs, NULL, dir, &s)) <= 0)
 			return rc;
-		uint64_t used = *s.used & cap_mask(s.cap);
-		while (used) {
-			int i = __builtin_ctzll(used);
-			used &= used - 1;
-			if ((rc = take(fs, dir, &s.ent[i], &tmp[n++], FR_HASH_MIN, FR_HASH_END)))
-				return rc;
-		}
-		if ((rc = sort_batch(fs, dir, tmp, n)))
-			return rc;
-		int k = emit(tmp, n, cookie, out, cap, next, FR_HASH_END);
-		return k < 0 ? -k - 1 : k;
+		n = sorted_keys(fs, dir, &s, *s.used & cap_mask(s.cap), FR_HASH_MIN, FR_HASH_END,
+				k);
+		if (n < 0)
+			return n;
+		return emit(fs, dir, &s, k, n, cookie, out, cap, next, FR_HASH_END, &stopped);
 	}
 	struct large L;
 	if ((rc = large_open(fs, NULL, dir, &L)))
@@ -954,23 +972,16 @@ int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_b
 		if ((rc = bucket_for(fs, NULL, dir, &L, cookie, &b, &bh)))
 			return rc;
 		bucket_range(&bh, &lo, &hi); /* lo <= cookie < hi: bucket_check */
-		uint64_t used = bh.used;
-		n = 0;
-		while (used) {
-			int i = __builtin_ctzll(used);
-			used &= used - 1;
-			if ((rc = take(fs, dir, &b->db_ent[i], &tmp[n++], lo, hi)))
-				return rc;
-		}
-		if ((rc = sort_batch(fs, dir, tmp, n)))
+		slots_of_bucket(b, &s);
+		if ((n = sorted_keys(fs, dir, &s, bh.used, lo, hi, k)) < 0)
+			return n;
+		rc = emit(fs, dir, &s, k, n, cookie, out + total, cap - total, next, hi, &stopped);
+		if (rc < 0)
 			return rc;
-		int k = emit(tmp, n, cookie, out + total, cap - total, next, hi);
-		if (k < 0) {
-			total += -k - 1;
+		total += rc;
+		if (stopped)
 			return total;
-		}
-		total += k;
-		cookie = hi;
+		cookie = hi; /* > the cookie: the loop advances */
 		*next = hi;
 	}
 	return total;

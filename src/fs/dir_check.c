@@ -94,7 +94,10 @@ int dname_check(const char *name, size_t len, const char **why)
 {
 	if (len == 0 || len > FS_NAME_MAX)
 		return fail(why, "entry name has a bad length");
-	if (memchr(name, '/', len) || memchr(name, 0, len))
+	unsigned bad = 0; /* one pass, no early exit: names are short */
+	for (size_t i = 0; i < len; i++)
+		bad |= (name[i] == '/') | (name[i] == 0);
+	if (bad)
 		return fail(why, "entry name contains '/' or NUL");
 	if (name[0] == '.' && (len == 1 || (len == 2 && name[1] == '.')))
 		return fail(why, "entry named \".\" or \"..\"");
