@@ -237,8 +237,8 @@ static void slots_put(struct tx *tx, const struct slots *s, int i, const struct 
  * partition space, where the MMU translates; a transaction needs the page's
  * pool address, which is what it stages changes against. The inode's
  * partition fields are checked first (a level below the root's, aligned
- * to its size, inside the vspace): nothing else in this layer checks them
- * before the partition space is indexed by them. */
+ * to its size, inside the vspace), as ino_check does when a walk reaches
+ * the inode: a few compares that keep this function safe on its own. */
 void *dir_page(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint64_t idx)
 {
 	struct space *sp = &fs->m.sp;
@@ -247,7 +247,7 @@ void *dir_page(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint64_t idx
 	if (level == I_NO_PART || level >= sp->top_level || idx >= (1ULL << 32))
 		return NULL;
 	uint64_t psize = sp_level_size(level);
-	if (off >= psize || part & (psize - 1) || part >= sp->vsize || psize > sp->vsize - part)
+	if (off >= psize || part & (psize - 1) || !sp_vrange_ok(sp, part, psize))
 		return NULL;
 	if (!tx) {
 		uint64_t v = part + off;
@@ -738,14 +738,8 @@ int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 	uint64_t hash = 0;
 	struct slots s;
 	int rc = prepare_slot(fs, tx, dir, name, len, &hash, &s);
-	if (rc) {
-		/* Growth may have written fresh pages before the failure: fence
-		 * them, as a commit would, so the aborted call leaves nothing
-		 * unfenced (checks run before growth; this covers -ENOSPC). */
-		if (tx->fresh)
-			pm_fence();
-		return rc;
-	}
+	if (rc)
+		return rc; /* the caller aborts (tx_abort fences any fresh pages) */
 	uint64_t free_slots = ~tx_get8(tx, s.used) & cap_mask(s.cap);
 	if (!free_slots) /* prepare_slot found room: only a bug gets here */
 		return dir_damaged(fs, dir, "no free entry slot");
