@@ -775,7 +775,7 @@ int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
  * of it is applied (tx_abort or the next tx_begin clears the mark). */
 static int poison(struct tx *tx, int rc)
 {
-	tx->overflow = 1;
+	tx->damaged = 1; /* the message was recorded where the damage was found */
 	return rc;
 }
 

@@ -367,8 +367,9 @@ static void count_names(struct fsck *f, struct fr_inode *dir)
 	/* Dentries with external names, and dentry arrays, by pool. */
 	struct dir_batch_ent *out = malloc(64 * sizeof(*out)), *tmp = malloc(64 * sizeof(*tmp));
 	uint64_t cookie = FR_HASH_MIN, next;
-	if (dir->i_dkind != I_DIR_LARGE && dir->i_dents)
-		f->small_dirs[dir->i_dclass]++;
+	if (dir->i_dkind != I_DIR_LARGE && dir->i_dents && dir->i_dclass >= MP_DENT16 &&
+	    dir->i_dclass <= MP_DENT64)
+		f->small_dirs[dir->i_dclass]++; /* a bad class is dir_check's report */
 	for (int guard = 0; out && tmp && guard < (1 << 26); guard++) {
 		int n = dir_read(f->fs, dir, cookie, out, 64, &next, tmp);
 		if (n < 0)

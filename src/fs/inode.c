@@ -103,9 +103,17 @@ static const char *part_problem(ferrite_fs *fs, const struct fr_inode *ip)
 	uint64_t psize = sp_level_size(ip->i_level);
 	if ((ip->i_part & (psize - 1)) || !sp_vrange_ok(sp, ip->i_part, psize))
 		return "partition outside the partition space";
-	if (ip->i_size > psize)
-		return "size beyond its partition";
 	return NULL;
+}
+
+/* What releasing an inode relies on: a known type and a partition inside the
+ * partition space. An orphan whose release a crash interrupted has its
+ * storage partly released (no partition, the size still set), which is
+ * fine for finishing the release and nothing else. */
+static int ino_check_release(ferrite_fs *fs, const struct fr_inode *ip)
+{
+	uint32_t m = ip->i_mode;
+	return (S_ISREG(m) || S_ISDIR(m) || S_ISLNK(m) || is_special(m)) && !part_problem(fs, ip);
 }
 
 int ino_check(ferrite_fs *fs, const struct fr_inode *ip, const char **why)
@@ -117,6 +125,8 @@ int ino_check(ferrite_fs *fs, const struct fr_inode *ip, const char **why)
 		w = "unknown file type";
 	else if ((w = part_problem(fs, ip)))
 		;
+	else if (part && ip->i_size > sp_level_size(ip->i_level))
+		w = "size beyond its partition";
 	else if (is_special(m) && (part || ip->i_size))
 		w = "special file with data";
 	else if (S_ISREG(m) && !part && ip->i_size)
@@ -254,9 +264,10 @@ int ino_drop_tx(ferrite_fs *fs, struct tx *tx, uint64_t ino)
 	if (level != I_NO_PART && level > 6)
 		return -E2BIG;
 	uint32_t mode = tx_get4(tx, &ip->i_mode);
-	if (S_ISDIR(mode))
-		dir_release(fs, tx, ip);
-	int rc = dp_release_tx(fs, tx, ip);
+	int rc = S_ISDIR(mode) ? dir_release(fs, tx, ip) : 0;
+	if (rc)
+		return rc; /* a damaged array: leave it to fsck rather than free a guess */
+	rc = dp_release_tx(fs, tx, ip);
 	if (!rc)
 		rc = xattr_release_tx(fs, tx, ip);
 	if (rc)
@@ -295,7 +306,7 @@ int orphan_cleanup(ferrite_fs *fs)
 	int n = 0;
 	while (fs->m.st->st_orphan_head) {
 		uint64_t ino = fs->m.st->st_orphan_head;
-		if (ino_get_checked(fs, ino))
+		if (!ino_valid(fs, ino) || !ino_check_release(fs, ino_ptr(fs, ino)))
 			return fr_err(-EUCLEAN, "orphan list damaged at inode %llu (run `ferrite fsck`)",
 				      (unsigned long long)ino);
 		int rc = ino_release(fs, NULL, ino);

@@ -243,8 +243,12 @@ static int remove_common(ferrite_fs *fs, uint64_t at, const char *path, int is_r
 					struct tx *tx = lc->tx;
 					/* The dentry's pool address, which the transaction stages
 					 * against (a lookup without one may return the mapping). */
-					relookup(fs, tx, &nd, &d);
-					dir_remove(fs, tx, dir, d);
+					if (relookup(fs, tx, &nd, &d) != child)
+						rc = tx_damaged(tx, "directory %llu changed under its "
+								    "lock",
+								(unsigned long long)nd.dir_ino);
+					if (!rc)
+						rc = dir_remove(fs, tx, dir, d);
 					touch_dir(tx, dir);
 					if (isdir) {
 						tx_set4(tx, &dir->i_nlink,
@@ -255,7 +259,7 @@ static int remove_common(ferrite_fs *fs, uint64_t at, const char *path, int is_r
 							tx_get4(tx, &cp->i_nlink) - 1);
 						touch_ctime(tx, cp);
 					}
-					if (tx_get4(tx, &cp->i_nlink) == 0)
+					if (!rc && tx_get4(tx, &cp->i_nlink) == 0)
 						rc = drop_inode(fs, tx, child, &later);
 					rc = commit_or_abort(fs, lc, rc);
 					op_end(fs, lc);
@@ -485,12 +489,13 @@ static int rename_tx(ferrite_fs *fs, struct tx *tx, struct nameidata *on, struct
 	struct fr_inode *sp = ino_ptr(fs, src), *dp = dst ? ino_ptr(fs, dst) : NULL;
 	struct fr_inode *odir = ino_ptr(fs, on->dir_ino), *ndir = ino_ptr(fs, nn->dir_ino);
 	struct fr_dentry *sd = NULL, *dd = NULL;
-	relookup(fs, tx, on, &sd);
+	*later = 0;
+	/* The walk found both under the same locks: a miss now is damage. */
+	if (relookup(fs, tx, on, &sd) != src || (dst && relookup(fs, tx, nn, &dd) != dst))
+		return tx_damaged(tx, "directory entry changed under its lock");
 	int sdir = S_ISDIR(sp->i_mode);
 	int rc = 0;
-	*later = 0;
 	if (flags & RENAME_EXCHANGE) {
-		relookup(fs, tx, nn, &dd);
 		dir_retarget(tx, sd, dst, dtype_of(dp->i_mode));
 		dir_retarget(tx, dd, src, dtype_of(sp->i_mode));
 		if (sdir)
@@ -499,14 +504,15 @@ static int rename_tx(ferrite_fs *fs, struct tx *tx, struct nameidata *on, struct
 			reparent(tx, dp, ndir, odir, on->dir_ino);
 		touch_ctime(tx, dp);
 	} else if (dst) {
-		relookup(fs, tx, nn, &dd);
 		if (PM_PLANTED(PM_PLANT_RENAME_IN_PLACE)) {
 			/* Planted bug: the target's entry changes before the log. */
 			pm_store8(&dd->d_ino, src);
 			pm_persist(&dd->d_ino, 8);
 		}
 		dir_retarget(tx, dd, src, dtype_of(sp->i_mode));
-		dir_remove(fs, tx, odir, sd);
+		rc = dir_remove(fs, tx, odir, sd);
+		if (rc)
+			return rc;
 		if (S_ISDIR(dp->i_mode)) {
 			tx_set4(tx, &ndir->i_nlink, tx_get4(tx, &ndir->i_nlink) - 1);
 			tx_set4(tx, &dp->i_nlink, 0);
@@ -525,8 +531,10 @@ static int rename_tx(ferrite_fs *fs, struct tx *tx, struct nameidata *on, struct
 			pm_store8(&sd->d_ino, 0);
 			pm_persist(&sd->d_ino, 8);
 		}
-		dir_remove(fs, tx, odir, sd);
-		rc = dir_insert(fs, tx, ndir, nn->name, nn->len, src, dtype_of(sp->i_mode));
+		rc = dir_remove(fs, tx, odir, sd);
+		if (!rc)
+			rc = dir_insert(fs, tx, ndir, nn->name, nn->len, src,
+					dtype_of(sp->i_mode));
 		if (!rc && sdir)
 			reparent(tx, sp, odir, ndir, nn->dir_ino);
 	}
