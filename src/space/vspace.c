@@ -212,9 +212,11 @@ int sp_ptable_check(const struct space *sp, const struct sp_ptable *pt, uint64_t
 	else if (pt->pt_home && ((pt->pt_home & (FR_UNIT_SIZE - 1)) ||
 				 !sp_data_range_ok(sp, pt->pt_home, FR_UNIT_SIZE)))
 		*why = "home unit outside the data area";
+	int large = !(pt->pt_flags & PT_F_HEADER);
 	for (unsigned o = 0; !*why && o < 512; o++)
-		if (pt->pt_pte[o] && !sp_page_ok(sp, pt->pt_pte[o]))
-			*why = "a page outside the data area";
+		if (pt->pt_pte[o] ? !sp_page_ok(sp, pt->pt_pte[o]) : large)
+			*why = pt->pt_pte[o] ? "a page outside the data area"
+					     : "a window of a large file with a page missing (H6)";
 	return *why ? -EUCLEAN : 0;
 }
 
@@ -226,12 +228,12 @@ static int map_table_window(struct space *sp, uint64_t w, struct sp_ptable *pt)
 		return fr_err(-EUCLEAN, "page table of window %#llx damaged: %s (run `ferrite fsck`)",
 			      (unsigned long long)v, why);
 	uint64_t home = pt->pt_home;
-	int rc = 0;
-	if (home) {
-		rc = map_pool(sp, v, FR_UNIT_SIZE, home, 0);
-		if (rc)
-			return rc;
-	}
+	/* The home unit, or the zero page, under the pages mapped one by one:
+	 * a page no file owns (never read by a consistent pool, D2) reads as
+	 * something instead of faulting. */
+	int rc = home ? map_pool(sp, v, FR_UNIT_SIZE, home, 0) : map_zero(sp, v, FR_UNIT_SIZE);
+	if (rc)
+		return rc;
 	struct vs_exc *e = NULL;
 	for (unsigned o = 0; o < 512;) {
 		uint64_t pg = pt->pt_pte[o];
