@@ -264,15 +264,30 @@ int fs_statvfs(ferrite_fs *fs, struct statvfs *sv)
 	memset(sv, 0, sizeof(*sv));
 	struct space *sp = &fs->m.sp;
 	struct mp_head *ih = &fs->m.st->st_pools[MP_INODE];
-	uint64_t freep = bud_free_pages(sp);
+	int v4 = fs->m.sb->sb_version >= FR_FORMAT_SMALL_BLOCKS;
+	/* Pages windows reserved and did not write come back on demand
+	 * (window.c W1): they are free space. */
+	uint64_t freep = bud_free_pages(sp) + (v4 ? sp->hdr->sph_prealloc_pages : 0);
 	sv->f_bsize = 4096;
 	sv->f_frsize = 4096;
 	sv->f_blocks = sp->data_end_page - sp->data_page;
 	sv->f_bfree = freep;
-	sv->f_bavail = freep;
-	/* Inodes come from 2 MiB pool blocks allocated on demand: every free
-	 * page could hold 16 more. */
-	sv->f_files = ih->mph_total + freep * 16;
+	/* What a user can surely fill with data: one page in sixteen is kept
+	 * back for the inodes (256 bytes) of the files that would fill the rest
+	 * one page each (README, "Space"). */
+	sv->f_bavail = v4 ? freep - freep / 16 : freep;
+	/* Inodes come from pool blocks allocated on demand, so every free page
+	 * can become inodes. The promise is what a page surely gives once the
+	 * file's directory entry is paid for too: 15 inodes of a block page,
+	 * and a hashed directory's buckets are at least about two-thirds full,
+	 * so 10 files a page. A free inode entry counts a third: the new name may
+	 * need a bucket page too, and none may be left. Formats 1-3 take whole 2 MiB units for inode
+	 * blocks, so a free page promises nothing there. */
+	uint64_t per_page = v4 ? 10 : 0;
+	uint64_t free_entries = ih->mph_total > ih->mph_live ? ih->mph_total - ih->mph_live : 0;
+	if (v4)
+		free_entries /= 3;
+	sv->f_files = ih->mph_live + free_entries + freep * per_page;
 	sv->f_ffree = sv->f_files - ih->mph_live;
 	sv->f_favail = sv->f_ffree;
 	uint64_t id;

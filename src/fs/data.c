@@ -62,6 +62,41 @@ uint64_t dp_phys(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t of
 	return tx ? ppt_page_tx(tx, v) : ppt_page(&fs->m.sp, v);
 }
 
+/* Format 4: a large partition backed page by page (window.c), the pages
+ * zeroed as back_range says. */
+static int back_large_pages(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off,
+			    uint64_t len, uint64_t zero_below, uint64_t w0, uint64_t w1)
+{
+	struct space *sp = &fs->m.sp;
+	uint64_t part = tx_get8(tx, &ip->i_part), end = off + len;
+	for (uint64_t w = FR_ALIGN_DOWN(off, FR_UNIT_SIZE); w < end; w += FR_UNIT_SIZE) {
+		unsigned o0 = (unsigned)((FR_MAX(off, w) - w) >> FR_PAGE_SHIFT);
+		unsigned o1 = (unsigned)((FR_MIN(end, w + FR_UNIT_SIZE) - w + FR_PAGE_SIZE - 1) >>
+					 FR_PAGE_SHIFT);
+		uint64_t fresh[8] = {0};
+		int rc = part_large_back_pages(tx, part + w, o0, o1, fresh);
+		if (rc)
+			return rc;
+		int64_t n = 0;
+		for (unsigned o = o0; o < o1; o++) {
+			if (!(fresh[o >> 6] >> (o & 63) & 1))
+				continue;
+			n++;
+			uint64_t p = w + ((uint64_t)o << FR_PAGE_SHIFT);
+			if (p >= zero_below || (p >= w0 && p + FR_PAGE_SIZE <= w1))
+				continue;
+			uint64_t pg = ppt_page_tx(tx, part + p);
+			if (!pg) /* 0 would be the superblock */
+				return tx_damaged(tx, "window %#llx lost a fresh page",
+						  (unsigned long long)(part + w));
+			pm_zero_nt(sp_ptr(sp, pg), FR_PAGE_SIZE);
+			tx_mark_fresh(tx);
+		}
+		add_blocks(tx, ip, n);
+	}
+	return 0;
+}
+
 /* Backs the pages of [off, off+len). Newly backed memory that lies below
  * zero_below and outside [w0, w1) (about to be overwritten) is zeroed before
  * the transaction commits (D4). */
@@ -91,6 +126,8 @@ static int back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64
 		return 0;
 	}
 	uint64_t wstart = FR_ALIGN_DOWN(off, FR_UNIT_SIZE);
+	if (sp->reserve_windows)
+		return back_large_pages(fs, tx, ip, off, len, zero_below, w0, w1);
 	for (uint64_t w = wstart; w < off + len; w += FR_UNIT_SIZE) {
 		uint64_t phys;
 		int rc = part_large_back(tx, part + w, &phys);
@@ -141,6 +178,33 @@ static uint64_t unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip,
 				part_small_unback(tx, part + p, FR_PAGE_SIZE);
 				add_blocks(tx, ip, -1);
 			}
+		return to;
+	}
+	if (fs->m.sp.reserve_windows) {
+		/* whole pages: a window loses what lies in [from, to) */
+		from = FR_ALIGN_UP(from, FR_PAGE_SIZE);
+		for (uint64_t p = from; p < to;) {
+			uint64_t w = FR_ALIGN_DOWN(p, FR_UNIT_SIZE), e = FR_MIN(to, w + FR_UNIT_SIZE);
+			uint64_t went = ppt_window_tx(tx, part + w);
+			if (went != PPT_NONE && !tx_has_room(tx))
+				return p;
+			if (went != PPT_NONE && p == w && e == w + FR_UNIT_SIZE) {
+				int64_t pages = 512;
+				if ((went & PPT_TYPE_MASK) == PPT_TABLE)
+					pages = ppt_table(&fs->m.sp, went)->pt_npages;
+				part_large_unback(tx, part + w);
+				add_blocks(tx, ip, -pages);
+			} else if (went != PPT_NONE) {
+				uint64_t released = 0;
+				if (part_large_unback_pages(tx, part + w,
+							    (unsigned)((p - w) >> FR_PAGE_SHIFT),
+							    (unsigned)((e - w) >> FR_PAGE_SHIFT),
+							    &released))
+					return to; /* the transaction is damaged: it fails */
+				add_blocks(tx, ip, -(int64_t)released);
+			}
+			p = e;
+		}
 		return to;
 	}
 	from = FR_ALIGN_UP(from, FR_UNIT_SIZE);
@@ -296,9 +360,17 @@ static int needs_backing(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint
 				return 1;
 		return 0;
 	}
-	for (uint64_t w = FR_ALIGN_DOWN(off, FR_UNIT_SIZE); w < off + len; w += FR_UNIT_SIZE)
-		if (ppt_window(sp, part + w) == PPT_NONE)
+	for (uint64_t w = FR_ALIGN_DOWN(off, FR_UNIT_SIZE); w < off + len; w += FR_UNIT_SIZE) {
+		uint64_t went = ppt_window(sp, part + w);
+		if (went == PPT_NONE || went == PPT_BAD)
 			return 1;
+		if ((went & PPT_TYPE_MASK) != PPT_TABLE)
+			continue;
+		uint64_t a = FR_MAX(FR_ALIGN_DOWN(off, FR_PAGE_SIZE), w);
+		for (uint64_t p = a; p < FR_MIN(off + len, w + FR_UNIT_SIZE); p += FR_PAGE_SIZE)
+			if (!ppt_page(sp, part + p))
+				return 1; /* a hole of a window backed page by page */
+	}
 	return 0;
 }
 
@@ -313,13 +385,26 @@ static int zero_backed(ferrite_fs *fs, struct fr_inode *ip, uint64_t from, uint6
 	uint64_t part = ip->i_part;
 	while (from < to) {
 		uint64_t wend = FR_MIN(FR_ALIGN_DOWN(from, FR_UNIT_SIZE) + FR_UNIT_SIZE, to);
-		if (is_small(level) || ppt_window(sp, part + from) != PPT_NONE) {
+		uint64_t went = is_small(level) ? PPT_NONE : ppt_window(sp, part + from);
+		if (is_small(level) || went != PPT_NONE) {
 			int rc = vs_ensure(sp, part + from, wend - from);
 			if (rc) {
 				pm_fence(); /* what was zeroed so far is not left in flight */
 				return rc;
 			}
-			pm_zero_nt(vs_addr(sp, part + from), wend - from);
+			if ((went & PPT_TYPE_MASK) != PPT_TABLE) {
+				pm_zero_nt(vs_addr(sp, part + from), wend - from);
+			} else {
+				/* a large window backed page by page: its holes map the
+				 * zero page read-only, and read as zeros already */
+				for (uint64_t p = from; p < wend;) {
+					uint64_t pe = FR_MIN(FR_ALIGN_DOWN(p, FR_PAGE_SIZE) + FR_PAGE_SIZE,
+							     wend);
+					if (ppt_page(sp, part + p))
+						pm_zero_nt(vs_addr(sp, part + p), pe - p);
+					p = pe;
+				}
+			}
 		}
 		from = wend;
 	}
@@ -525,7 +610,8 @@ static int shrink_storage(ferrite_fs *fs, struct fr_inode *ip, uint64_t keep)
 	uint64_t hi = pbytes;
 	int rc = 0;
 	if (!is_small(level)) {
-		uint64_t lo = FR_ALIGN_UP(keep, FR_UNIT_SIZE);
+		/* format 4 gives back the pages past keep; older pools whole windows */
+		uint64_t lo = FR_ALIGN_UP(keep, fs->m.sp.reserve_windows ? FR_PAGE_SIZE : FR_UNIT_SIZE);
 		while (hi > lo) {
 			uint64_t start = hi > lo + BATCH_WINDOWS * FR_UNIT_SIZE
 					     ? hi - BATCH_WINDOWS * FR_UNIT_SIZE
@@ -643,8 +729,10 @@ static int punch(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end
 		return 0;
 	int level = ip->i_level;
 	if (!is_small(level)) {
-		/* Whole windows become holes; the edges are zeroed. */
-		uint64_t w0 = FR_ALIGN_UP(off, FR_UNIT_SIZE), w1 = FR_ALIGN_DOWN(end, FR_UNIT_SIZE);
+		/* Whole windows (format 4: whole pages) become holes; the edges
+		 * are zeroed. */
+		uint64_t grain = fs->m.sp.reserve_windows ? FR_PAGE_SIZE : FR_UNIT_SIZE;
+		uint64_t w0 = FR_ALIGN_UP(off, grain), w1 = FR_ALIGN_DOWN(end, grain);
 		while (w0 < w1) {
 			uint64_t to = FR_MIN(w1, w0 + BATCH_WINDOWS * FR_UNIT_SIZE);
 			struct log_ctx *lc = op_begin(fs);
@@ -657,7 +745,7 @@ static int punch(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end
 				return rc;
 			w0 = reached;
 		}
-		w0 = FR_ALIGN_UP(off, FR_UNIT_SIZE);
+		w0 = FR_ALIGN_UP(off, grain);
 		if (w0 < w1) {
 			int rc = zero_backed(fs, ip, off, w0);
 			if (!rc)
@@ -757,12 +845,19 @@ int64_t dp_seek_data(ferrite_fs *fs, uint64_t ino, int64_t off, int hole)
 	}
 	uint64_t pos = (uint64_t)off;
 	while (pos < size) {
-		int backed = ppt_window(&fs->m.sp, ip->i_part + pos) != PPT_NONE;
+		uint64_t went = ppt_window(&fs->m.sp, ip->i_part + pos);
+		uint64_t next = FR_ALIGN_DOWN(pos, FR_UNIT_SIZE) + FR_UNIT_SIZE;
+		int backed = went != PPT_NONE;
+		if ((went & PPT_TYPE_MASK) == PPT_TABLE) {
+			/* backed page by page: data and holes to the page */
+			backed = ppt_page(&fs->m.sp, ip->i_part + pos) != 0;
+			next = FR_ALIGN_DOWN(pos, FR_PAGE_SIZE) + FR_PAGE_SIZE;
+		}
 		if (backed != hole) {
 			rc = (int64_t)pos;
 			goto out;
 		}
-		pos = FR_ALIGN_DOWN(pos, FR_UNIT_SIZE) + FR_UNIT_SIZE;
+		pos = next;
 	}
 	rc = hole ? (int64_t)size : -ENXIO;
 out:

@@ -497,6 +497,10 @@ static int grow_small(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir)
 	int ncls = cls < 0 ? MP_DENT16 : cls + 1;
 	uint64_t noff;
 	int rc = mp_alloc(&fs->m, tx, (enum mp_id)ncls, &noff, NULL);
+	if (rc == -ENOSPC && have)
+		/* The larger arrays come in blocks of several pages (format 4):
+		 * when no such run is free, the hashed form needs single pages. */
+		return convert_to_large(fs, tx, dir, &old);
 	if (rc)
 		return rc;
 	/* The new array was free in the committed state (frees are deferred,

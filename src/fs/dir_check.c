@@ -29,25 +29,9 @@ enum mp_id dir_name_pool(size_t len)
 
 int dir_pool_entry_ok(ferrite_fs *fs, struct tx *tx, enum mp_id id, uint64_t off)
 {
-	struct space *sp = &fs->m.sp;
-	uint32_t esz = mp_entry_size[id];
-	uint64_t unit = off & ~(FR_UNIT_SIZE - 1), rel = off - unit;
-	/* Inside the pool's data area, and the whole entry inside its block
-	 * (mp_entry_valid bounds its start by the block's bump counter only). */
-	if (off < (sp->data_page << FR_PAGE_SHIFT) || off >= (sp->data_end_page << FR_PAGE_SHIFT) ||
-	    rel < MPB_HDR || rel + esz > FR_UNIT_SIZE || (rel - MPB_HDR) % esz)
-		return 0;
-	if (!tx)
-		return mp_entry_valid(&fs->m, id, off);
-	/* In a transaction: the same test through it (an entry it handed out
-	 * is LIVE only there). Block headers of existing blocks change only
-	 * through transactions; a new block's is written before it is linked. */
-	const struct mp_block *b = meta_ptr(&fs->m, unit);
-	if (b->mpb_magic != MPB_MAGIC || b->mpb_id != (uint32_t)id || b->mpb_entry_size != esz ||
-	    (rel - MPB_HDR) / esz >= tx_get4(tx, &b->mpb_bump))
-		return 0;
-	const struct mp_oob *o = meta_ptr(&fs->m, off);
-	return tx_get4(tx, &o->oob_status) == MP_LIVE && tx_get4(tx, &o->oob_pool) == (uint32_t)id;
+	/* a live entry of pool id, as tx sees it: the whole entry lies inside
+	 * its block, since its index is below the block's entry count */
+	return mp_entry_valid_tx(&fs->m, tx, id, off);
 }
 
 static int fail(const char **why, const char *reason)

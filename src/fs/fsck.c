@@ -64,6 +64,7 @@ struct fsck {
 	uint64_t np3, p3cap;
 	uint64_t name_refs[MP_COUNT];
 	uint64_t small_dirs[MP_COUNT];
+	uint64_t prealloc; /* unwritten pages reserved by windows (window.c W1) */
 	struct pending_fix *pend; /* counter repairs, applied at the end */
 	size_t npend, pcap_pend;
 };
@@ -132,9 +133,9 @@ static void own(struct fsck *f, uint64_t page, uint64_t n, const char *what)
 	}
 }
 
-static void on_block(void *arg, uint64_t off)
+static void on_block(void *arg, uint64_t off, uint64_t npages)
 {
-	own(arg, off >> FR_PAGE_SHIFT, 512, "metadata block");
+	own(arg, off >> FR_PAGE_SHIFT, npages, "metadata block");
 }
 
 static void on_part(void *arg, uint64_t v, int level)
@@ -249,6 +250,18 @@ static void on_window(void *arg, uint64_t v, uint64_t ent)
 	if (n != pt->pt_npages)
 		BAD(f, "window %#llx: %u pages mapped, table says %u", (unsigned long long)v, n,
 		    pt->pt_npages);
+	if (pt->pt_flags & PT_F_RESERVED) {
+		/* W1: the home pages no pte names are this window's, unwritten */
+		uint64_t home = pt->pt_home >> FR_PAGE_SHIFT;
+		for (unsigned o = 0; o < 512; o++)
+			if (!pt->pt_pte[o]) {
+				own(f, home + o, 1, "pre-allocated page");
+				f->prealloc++;
+			}
+		if (!part_containing(f, v) || part_containing(f, v)->level < SP_L3)
+			BAD(f, "window %#llx reserves pages but belongs to no large partition",
+			    (unsigned long long)v);
+	}
 }
 
 static void check_pages_vs_allocator(struct fsck *f, int repair)
@@ -618,6 +631,10 @@ int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 		if (f.inodes[i].ino && f.inodes[i].live)
 			check_inode(&f, f.inodes[i].ino);
 	check_blocks(&f);
+	if (sp->hdr->sph_prealloc_pages != f.prealloc &&
+	    !fix_counter(&f, &sp->hdr->sph_prealloc_pages, 8, f.prealloc, "pre-allocated page count"))
+		BAD(&f, "pre-allocated page count %llu, the windows reserve %llu",
+		    (unsigned long long)sp->hdr->sph_prealloc_pages, (unsigned long long)f.prealloc);
 	for (int id = MP_NAME64; id <= MP_DENT64; id++) {
 		if (id <= MP_NAME272 && f.name_refs[id])
 			BAD(&f, "name pool %d: %lld names referenced vs live entries", id,

@@ -165,6 +165,8 @@ static void fill_fresh(struct sw *w, uint64_t p, uint64_t fresh_pg, uint64_t old
 	if (a >= b) { /* not written: keep the old bytes if they are file data */
 		if (old_pg && p < w->size)
 			pm_copy_nt(dst, sp_ptr(sp, old_pg << FR_PAGE_SHIFT), FR_PAGE_SIZE);
+		else if (p < w->size)
+			pm_zero_nt(dst, FR_PAGE_SIZE); /* a hole of the file (D4) */
 		return;
 	}
 	if (old_pg)
@@ -182,9 +184,12 @@ static int swap_window(struct sw *w, uint64_t ws)
 	for (unsigned o = 0; o < 512; o++)
 		w->old_of[o] =
 		    ppt_page(sp, w->part + ws + ((uint64_t)o << FR_PAGE_SHIFT)) >> FR_PAGE_SHIFT;
-	int rc = part_swap_window(w->tx, w->part + ws, w->page_of);
+	int64_t added;
+	int rc = part_swap_window(w->tx, w->part + ws, w->page_of, &added);
 	if (rc)
 		return rc;
+	if (added) /* the window's holes got pages too */
+		tx_set8(w->tx, &w->ip->i_blocks, tx_get8(w->tx, &w->ip->i_blocks) + (uint64_t)added);
 	for (unsigned o = 0; o < 512; o++)
 		fill_fresh(w, ws + ((uint64_t)o << FR_PAGE_SHIFT), w->page_of[o], w->old_of[o]);
 	tx_mark_fresh(w->tx);
@@ -192,7 +197,7 @@ static int swap_window(struct sw *w, uint64_t ws)
 }
 
 /* Swaps the old pages [r0, r1) (file offsets, one window). */
-static int swap_pages(struct sw *w, uint64_t r0, uint64_t r1)
+static int swap_run(struct sw *w, uint64_t r0, uint64_t r1)
 {
 	struct space *sp = &w->fs->m.sp;
 	unsigned n = (unsigned)((r1 - r0) >> FR_PAGE_SHIFT);
@@ -208,12 +213,37 @@ static int swap_pages(struct sw *w, uint64_t r0, uint64_t r1)
 	return 0;
 }
 
+/* Swaps the old pages of [r0, r1): run by run of backed pages, since a
+ * punch may cross holes of a large window backed page by page (a write's
+ * range was backed whole before). */
+static int swap_pages(struct sw *w, uint64_t r0, uint64_t r1)
+{
+	for (uint64_t p = r0; p < r1;) {
+		if (!ppt_page_tx(w->tx, w->part + p)) {
+			if (!w->punch)
+				return -EUCLEAN;
+			p += FR_PAGE_SIZE;
+			continue;
+		}
+		uint64_t q = p + FR_PAGE_SIZE;
+		while (q < r1 && ppt_page_tx(w->tx, w->part + q))
+			q += FR_PAGE_SIZE;
+		int rc = swap_run(w, p, q);
+		if (rc)
+			return rc;
+		p = q;
+	}
+	return 0;
+}
+
 /* Stages the write's bytes on the old pages [r0, r1) in the entry. */
 static int redo_pages(struct sw *w, uint64_t r0, uint64_t r1)
 {
 	struct space *sp = &w->fs->m.sp;
 	for (uint64_t p = r0; p < r1; p += FR_PAGE_SIZE) {
 		uint64_t phys = ppt_page_tx(w->tx, w->part + p);
+		if (!phys && w->punch)
+			continue; /* a hole of a large window: it reads zeros already */
 		if (!phys)
 			return -EUCLEAN;
 		uint64_t a = FR_MAX(w->off, p), b = FR_MIN(w->end, p + FR_PAGE_SIZE);

@@ -280,9 +280,10 @@ static int run_target_ok(struct meta *m, uint64_t off, uint64_t bytes)
 {
 	uint64_t size = m->sp.pool->size;
 	uint64_t free_word = SB_SPACE_OFF + offsetof(struct sp_header, sph_free_pages);
+	uint64_t prealloc_word = SB_SPACE_OFF + offsetof(struct sp_header, sph_prealloc_pages);
 	if (off & 7 || off > size || bytes > size - off)
 		return 0;
-	if (off == free_word && bytes <= 8)
+	if ((off == free_word || off == prealloc_word) && bytes <= 8)
 		return 1;
 	if (off >= SB_STATE_OFF && off + bytes <= SB_STATE_OFF + FR_PAGE_SIZE)
 		return 1;

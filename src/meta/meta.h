@@ -107,10 +107,19 @@ void mp_free(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off);
 /* Pool offset -> entry pointer, validating that off is a live entry of pool
  * id (fsck, and lookups of inode numbers that come from outside). */
 int mp_entry_valid(struct meta *m, enum mp_id id, uint64_t off);
+/* The same as a transaction sees it (entries it handed out are LIVE there). */
+int mp_entry_valid_tx(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off);
+/* Blocks of pool id are buddy blocks of this order (0 = a page): format 4
+ * sizes them to the entries (mpool.c); formats 1-3 use 2 MiB units. */
+int mp_block_order(const struct meta *m, enum mp_id id);
+uint64_t mp_block_bytes(const struct meta *m, enum mp_id id);
+/* Does the head of pool id match the pool's format? (attach, fsck) */
+int mp_head_check(const struct meta *m, enum mp_id id);
 /* fsck: walks every block, calls visit(arg, id, off, live) for each entry
  * handed out so far, and checks counts and free lists. */
 int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg,
-	    void (*block_cb)(void *, uint64_t), fr_report_fn report, void *rarg);
+	    void (*block_cb)(void *, uint64_t off, uint64_t npages), fr_report_fn report,
+	    void *rarg);
 
 static inline void *meta_ptr(struct meta *m, uint64_t off)
 {

@@ -12,8 +12,12 @@
 /* 2: inodes carry extended attributes (i_xattr). Format 1 pools, where the
  * field was always 0, are still mounted; they refuse new attributes.
  * 3: tiered pools (SB_INCOMPAT_TIER, src/tier/tier_format.h); the pm
- * engine's layout is that of version 2. */
-#define FR_FORMAT_VERSION 3
+ * engine's layout is that of version 2.
+ * 4: metadata pool blocks are a page or a few (mph_block_order) instead of
+ * 2 MiB units, so any free page serves metadata; formats 1-3 keep 2 MiB
+ * blocks. */
+#define FR_FORMAT_VERSION 4
+#define FR_FORMAT_SMALL_BLOCKS 4 /* first version with small metadata blocks */
 #define SB_MAGIC	  0x0045544952524546ULL /* "FERRITE\0" */
 #define SB_OFF		  0
 #define SB_SPACE_OFF	  4096
@@ -80,7 +84,9 @@ struct mp_head {
 	uint64_t mph_block_head; /* first block of the pool's block list */
 	uint64_t mph_active;	 /* block still handing out never-used entries */
 	uint64_t mph_replica;	 /* reserved for a replica pool (dual copy) */
-	uint64_t mph_rsvd;
+	uint32_t mph_block_order; /* format 4: blocks are 4 KiB << this (mp_block_order_v4);
+				   * 0 in formats 1-3, whose blocks are 2 MiB */
+	uint32_t mph_rsvd;
 };
 _Static_assert(sizeof(struct mp_head) == 64, "pool head is one line");
 

@@ -31,56 +31,91 @@ const uint32_t mp_entry_size[MP_COUNT] = {
     [MP_NAME272] = 272, [MP_DENT16] = 1152, [MP_DENT32] = 2176, [MP_DENT64] = 4224,
 };
 
-static uint32_t entries_per_block(uint32_t esize)
+/* Format 4: the smallest buddy block that wastes little of itself (the
+ * dentry arrays are larger than a page); formats 1-3: a 2 MiB unit. */
+static const uint8_t block_order_v4[MP_COUNT] = {
+    [MP_INODE] = 0,  [MP_NAME64] = 0, [MP_NAME128] = 0, [MP_NAME192] = 0,
+    [MP_NAME272] = 0, [MP_DENT16] = 1, [MP_DENT32] = 3,	 [MP_DENT64] = 4,
+};
+
+int mp_block_order(const struct meta *m, enum mp_id id)
 {
-	return (uint32_t)((FR_UNIT_SIZE - MPB_HDR) / esize);
+	return m->sb->sb_version >= FR_FORMAT_SMALL_BLOCKS ? block_order_v4[id] : BUD_TOP_ORDER;
+}
+
+uint64_t mp_block_bytes(const struct meta *m, enum mp_id id)
+{
+	return FR_PAGE_SIZE << mp_block_order(m, id);
+}
+
+static uint32_t entries_per_block(const struct meta *m, enum mp_id id)
+{
+	return (uint32_t)((mp_block_bytes(m, id) - MPB_HDR) / mp_entry_size[id]);
 }
 
 void mp_format(struct fr_state *st)
 {
 	for (int i = 0; i < MP_COUNT; i++) {
-		struct mp_head h = {.mph_entry_size = mp_entry_size[i], .mph_id = (uint32_t)i};
+		struct mp_head h = {.mph_entry_size = mp_entry_size[i],
+				    .mph_id = (uint32_t)i,
+				    .mph_block_order = block_order_v4[i]};
 		pm_copy_flush(&st->st_pools[i], &h, sizeof(h));
 	}
 }
 
-/* Is b the offset of a block of pool id (unit aligned, in the data area,
- * with a header that matches)? */
+int mp_head_check(const struct meta *m, enum mp_id id)
+{
+	const struct mp_head *h = &m->st->st_pools[id];
+	uint32_t want = m->sb->sb_version >= FR_FORMAT_SMALL_BLOCKS ? block_order_v4[id] : 0;
+	return h->mph_entry_size == mp_entry_size[id] && h->mph_id == (uint32_t)id &&
+	       h->mph_block_order == want;
+}
+
+/* Is b the offset of a block of pool id (aligned to the pool's block size,
+ * in the data area, with a header that matches)? */
 static int mp_block_ok(struct meta *m, enum mp_id id, uint64_t b)
 {
-	if (b & (FR_UNIT_SIZE - 1) || !sp_data_range_ok(&m->sp, b, FR_UNIT_SIZE))
+	uint64_t bytes = mp_block_bytes(m, id);
+	if (b & (bytes - 1) || !sp_data_range_ok(&m->sp, b, bytes))
 		return 0;
 	const struct mp_block *blk = meta_ptr(m, b);
 	return blk->mpb_magic == MPB_MAGIC && blk->mpb_id == (uint32_t)id &&
 	       blk->mpb_entry_size == mp_entry_size[id] &&
-	       blk->mpb_nentries == entries_per_block(mp_entry_size[id]) &&
+	       blk->mpb_nentries == entries_per_block(m, id) &&
 	       blk->mpb_bump <= blk->mpb_nentries;
 }
 
 /* Is off an entry slot of a block of pool id that was handed out (index below
- * the block's bump)? Says nothing of its status. */
+ * the block's bump, as tx sees it if tx is not NULL)? Says nothing of its
+ * status. */
+static int mp_slot_ok_tx(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off)
+{
+	uint64_t block = off & ~(mp_block_bytes(m, id) - 1);
+	if (!mp_block_ok(m, id, block))
+		return 0;
+	const struct mp_block *b = meta_ptr(m, block);
+	uint64_t rel = off - block;
+	uint32_t bump = tx ? tx_get4(tx, &b->mpb_bump) : b->mpb_bump;
+	return rel >= MPB_HDR && (rel - MPB_HDR) % mp_entry_size[id] == 0 &&
+	       (rel - MPB_HDR) / mp_entry_size[id] < bump;
+}
+
 static int mp_slot_ok(struct meta *m, enum mp_id id, uint64_t off)
 {
-	uint64_t unit = off & ~(FR_UNIT_SIZE - 1);
-	if (!mp_block_ok(m, id, unit))
-		return 0;
-	const struct mp_block *b = meta_ptr(m, unit);
-	uint64_t rel = off - unit;
-	return rel >= MPB_HDR && (rel - MPB_HDR) % mp_entry_size[id] == 0 &&
-	       (rel - MPB_HDR) / mp_entry_size[id] < b->mpb_bump;
+	return mp_slot_ok_tx(m, NULL, id, off);
 }
 
 static int new_block(struct meta *m, struct tx *tx, struct mp_head *h, enum mp_id id)
 {
-	int64_t u = bud_alloc(tx, BUD_TOP_ORDER);
+	int64_t u = bud_alloc(tx, mp_block_order(m, id));
 	if (u < 0)
-		return fr_err(-ENOSPC, "no space for more metadata");
+		return u == -EUCLEAN ? (int)u : fr_err(-ENOSPC, "no space for more metadata");
 	uint64_t off = (uint64_t)u << FR_PAGE_SHIFT;
 	struct mp_block img = {
 	    .mpb_magic = MPB_MAGIC,
 	    .mpb_id = id,
 	    .mpb_entry_size = mp_entry_size[id],
-	    .mpb_nentries = entries_per_block(mp_entry_size[id]),
+	    .mpb_nentries = entries_per_block(m, id),
 	    .mpb_bump = 0,
 	    .mpb_next = tx_get8(tx, &h->mph_block_head),
 	};
@@ -155,14 +190,21 @@ void mp_free(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off)
 
 int mp_entry_valid(struct meta *m, enum mp_id id, uint64_t off)
 {
-	if ((unsigned)id >= MP_COUNT || !mp_slot_ok(m, id, off))
+	return mp_entry_valid_tx(m, NULL, id, off);
+}
+
+int mp_entry_valid_tx(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off)
+{
+	if ((unsigned)id >= MP_COUNT || !mp_slot_ok_tx(m, tx, id, off))
 		return 0;
 	const struct mp_oob *o = meta_ptr(m, off);
-	return o->oob_status == MP_LIVE && o->oob_pool == (uint32_t)id;
+	if (!tx)
+		return o->oob_status == MP_LIVE && o->oob_pool == (uint32_t)id;
+	return tx_get4(tx, &o->oob_status) == MP_LIVE && tx_get4(tx, &o->oob_pool) == (uint32_t)id;
 }
 
 int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg,
-	    void (*block_cb)(void *, uint64_t), fr_report_fn report, void *rarg)
+	    void (*block_cb)(void *, uint64_t, uint64_t), fr_report_fn report, void *rarg)
 {
 	int bad = 0;
 	uint64_t data_lo = m->sp.data_page << FR_PAGE_SHIFT,
@@ -172,8 +214,8 @@ int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg
 		uint64_t total = 0, live = 0, nfree = 0, nblocks = 0;
 		int active_seen = h->mph_active == 0;
 		for (uint64_t b = h->mph_block_head; b; nblocks++) {
-			if (b < data_lo || b >= data_hi || b & (FR_UNIT_SIZE - 1) ||
-			    nblocks > (data_hi >> FR_UNIT_SHIFT)) {
+			if (b < data_lo || b >= data_hi ||
+			    nblocks > (data_hi >> (FR_PAGE_SHIFT + mp_block_order(m, id)))) {
 				fr_report(report, rarg, "metadata pool %d: block list damaged", id);
 				bad++;
 				break;
@@ -186,7 +228,7 @@ int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg
 				break;
 			}
 			if (block_cb)
-				block_cb(arg, b);
+				block_cb(arg, b, 1ULL << mp_block_order(m, id));
 			if (b == h->mph_active)
 				active_seen = 1;
 			total += blk->mpb_nentries;

@@ -160,12 +160,12 @@ static int attach(struct meta *m, struct fr_super *sb)
 	if (rc)
 		return rc;
 	m->sb = sb;
+	m->sp.reserve_windows = sb->sb_version >= FR_FORMAT_SMALL_BLOCKS;
 	m->st = (struct fr_state *)(p->base + SB_STATE_OFF);
 	if (m->st->st_magic != ST_MAGIC)
 		return fr_err(-EUCLEAN, "global state page damaged (run `ferrite fsck`)");
 	for (int i = 0; i < MP_COUNT; i++)
-		if (m->st->st_pools[i].mph_entry_size != mp_entry_size[i] ||
-		    m->st->st_pools[i].mph_id != (uint32_t)i)
+		if (!mp_head_check(m, (enum mp_id)i))
 			return fr_err(-EUCLEAN, "metadata pool %d header damaged", i);
 	return log_init(m);
 }

@@ -62,6 +62,8 @@ static void add_free(struct tx *tx, int64_t delta)
 }
 
 /* First free block head of order k (relative block index) or -1. */
+static int64_t bud_alloc_free(struct tx *tx, int order);
+
 static int64_t find_free(struct tx *tx, int k)
 {
 	struct space *sp = tx->sp;
@@ -86,6 +88,18 @@ static int64_t find_free(struct tx *tx, int k)
 int64_t bud_alloc(struct tx *tx, int order)
 {
 	tx_lock_alloc(tx);
+	struct space *sp = tx->sp;
+	int64_t b = bud_alloc_free(tx, order);
+	/* Pre-allocation never makes a pool full (SCMFS): what windows reserved
+	 * and did not write comes back first, then the allocation is tried again. */
+	if (b == -ENOSPC && sp->reserve_windows && tx_get8(tx, &sp->hdr->sph_prealloc_pages) &&
+	    part_gc_reservations(tx, 1ULL << order))
+		b = bud_alloc_free(tx, order);
+	return b;
+}
+
+static int64_t bud_alloc_free(struct tx *tx, int order)
+{
 	struct space *sp = tx->sp;
 	for (int j = order; j < BUD_ORDERS; j++) {
 		int64_t b = find_free(tx, j);

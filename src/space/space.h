@@ -89,6 +89,7 @@ struct space {
 	uint64_t hint[BUD_ORDERS]; /* volatile search start (word index) */
 	int top_level;
 	uint64_t vsize;
+	int reserve_windows; /* format 4: large windows backed page by page (window.c) */
 	pthread_mutex_t alloc_lock; /* buddy, partition tree, metadata pools */
 	uint64_t l3_hint[3];	    /* volatile: L3 used last per child level */
 
@@ -215,6 +216,20 @@ void part_small_unback(struct tx *tx, uint64_t v, uint64_t len);
 /* Backs a whole window of a large (level >= 3) partition with a 2 MiB unit. */
 int part_large_back(struct tx *tx, uint64_t v_window, uint64_t *phys);
 void part_large_unback(struct tx *tx, uint64_t v_window);
+/* Format 4 (sp->reserve_windows): backs pages [o0, o1) of a large window
+ * page by page, from its reserved home unit when it has one (window.c W1);
+ * sets a bit in fresh[8] for each page backed now. A window whose 512 pages
+ * are all written becomes its home unit. */
+int part_large_back_pages(struct tx *tx, uint64_t v_window, unsigned o0, unsigned o1,
+			  uint64_t *fresh);
+/* Releases pages [o0, o1) of a large window (a unit becomes a table of the
+ * rest, a reservation is given up); *released counts the pages that held
+ * data. */
+int part_large_unback_pages(struct tx *tx, uint64_t v_window, unsigned o0, unsigned o1,
+			    uint64_t *released);
+/* Pre-allocation's collector: gives back the unwritten pages windows
+ * reserved (W1) until at least want pages came back or none are left. */
+uint64_t part_gc_reservations(struct tx *tx, uint64_t want);
 /* Write-and-swap (strict mode): gives backed pages fresh ones, unreachable
  * until the transaction commits, which then releases the pages they replace.
  * page_of[i] receives the page number of the i-th fresh page; the caller
@@ -224,7 +239,7 @@ void part_large_unback(struct tx *tx, uint64_t v_window);
  * within one window); a window that was one unit becomes a page table whose
  * home is that unit, and a large window whose pages form one aligned unit
  * again becomes one. Both update the process's mapping after the commit. */
-int part_swap_window(struct tx *tx, uint64_t v_window, uint64_t *page_of);
+int part_swap_window(struct tx *tx, uint64_t v_window, uint64_t *page_of, int64_t *added);
 int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of);
 /* Separate mappings a window needs besides its home unit (0 for one unit). */
 unsigned part_window_runs(struct tx *tx, uint64_t v_window);

@@ -29,7 +29,8 @@ struct sp_header {
 	uint64_t sph_vspace_size; /* bytes of partition space = size of the root level */
 	uint32_t sph_top_level;	  /* level of the root partition */
 	uint32_t sph_rsvd0;
-	uint64_t sph_rsvd[16];
+	uint64_t sph_prealloc_pages; /* format 4: pages reserved by windows, unwritten (W1) */
+	uint64_t sph_rsvd[15];
 };
 _Static_assert(sizeof(struct sp_header) <= 4096, "space header fits a page");
 
@@ -47,6 +48,7 @@ _Static_assert(sizeof(struct sp_header) <= 4096, "space header fits a page");
  * starts at the window's address (ctFS: headers on the first page). */
 #define PT_MAGIC    0x454c424154545046ULL /* "FPTTABLE" */
 #define PT_F_HEADER 1u			  /* page is a partition header page */
+#define PT_F_RESERVED 2u /* format 4: a large window owning its home unit whole (window.c W1) */
 #define PH_E	    0u
 #define PH_A	    1u
 #define PH_P	    2u

@@ -212,11 +212,15 @@ int sp_ptable_check(const struct space *sp, const struct sp_ptable *pt, uint64_t
 	else if (pt->pt_home && ((pt->pt_home & (FR_UNIT_SIZE - 1)) ||
 				 !sp_data_range_ok(sp, pt->pt_home, FR_UNIT_SIZE)))
 		*why = "home unit outside the data area";
-	int large = !(pt->pt_flags & PT_F_HEADER);
+	int reserved = (pt->pt_flags & PT_F_RESERVED) != 0;
+	if (!*why && reserved && ((pt->pt_flags & PT_F_HEADER) || !pt->pt_home))
+		*why = "a reservation without a home unit";
+	uint64_t home_pg = pt->pt_home >> FR_PAGE_SHIFT;
 	for (unsigned o = 0; !*why && o < 512; o++)
-		if (pt->pt_pte[o] ? !sp_page_ok(sp, pt->pt_pte[o]) : large)
-			*why = pt->pt_pte[o] ? "a page outside the data area"
-					     : "a window of a large file with a page missing (H6)";
+		if (pt->pt_pte[o] && !sp_page_ok(sp, pt->pt_pte[o]))
+			*why = "a page outside the data area";
+		else if (pt->pt_pte[o] && reserved && pt->pt_pte[o] != home_pg + o)
+			*why = "a reserved window naming a page outside its home unit";
 	return *why ? -EUCLEAN : 0;
 }
 
@@ -227,10 +231,11 @@ static int map_table_window(struct space *sp, uint64_t w, struct sp_ptable *pt)
 	if (sp_ptable_check(sp, pt, v, &why))
 		return fr_err(-EUCLEAN, "page table of window %#llx damaged: %s (run `ferrite fsck`)",
 			      (unsigned long long)v, why);
-	uint64_t home = pt->pt_home;
-	/* The home unit, or the zero page, under the pages mapped one by one:
-	 * a page no file owns (never read by a consistent pool, D2) reads as
-	 * something instead of faulting. */
+	/* A small-file window maps its home unit under the pages mapped one by
+	 * one (most of them sit there); a large file's window the zero page,
+	 * which is what its holes read. A page no file owns (never read by a
+	 * consistent pool, D2) so reads as something instead of faulting. */
+	uint64_t home = (pt->pt_flags & PT_F_HEADER) ? pt->pt_home : 0;
 	int rc = home ? map_pool(sp, v, FR_UNIT_SIZE, home, 0) : map_zero(sp, v, FR_UNIT_SIZE);
 	if (rc)
 		return rc;
@@ -327,7 +332,7 @@ void vs_page_changed(struct space *sp, uint64_t vp, uint64_t u1, uint64_t u2)
 	struct sp_ptable *pt = ppt_table(sp, went);
 	unsigned o = (unsigned)((vp >> FR_PAGE_SHIFT) & 511);
 	uint64_t pg = pt->pt_pte[o];
-	uint64_t home = pt->pt_home;
+	uint64_t home = (pt->pt_flags & PT_F_HEADER) ? pt->pt_home : 0; /* see map_table_window */
 	if (!pg)
 		goto out;
 	if (home && pg == (home >> FR_PAGE_SHIFT) + o) {
@@ -380,7 +385,8 @@ void vs_pages_changed(struct space *sp, uint64_t v, uint64_t n, uint64_t unused)
 		break;
 	case PPT_TABLE:
 		pt = ppt_table(sp, went);
-		home = pt->pt_home >> FR_PAGE_SHIFT;
+		/* only a small-file window has its home mapped under its pages */
+		home = (pt->pt_flags & PT_F_HEADER) ? pt->pt_home >> FR_PAGE_SHIFT : 0;
 		break;
 	default:
 		unmap_window(sp, w);

@@ -229,7 +229,7 @@ static uint64_t meta_pages(ferrite_fs *fs)
 	for (int i = 0; i < MP_COUNT; i++) {
 		uint64_t b = fs->m.st->st_pools[i].mph_block_head;
 		for (int guard = 0; b && guard < 100000; guard++) {
-			pages += FR_UNIT_SIZE / FR_PAGE_SIZE;
+			pages += mp_block_bytes(&fs->m, (enum mp_id)i) / FR_PAGE_SIZE;
 			b = ((struct mp_block *)meta_ptr(&fs->m, b))->mpb_next;
 		}
 	}
