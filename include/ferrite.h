@@ -377,6 +377,64 @@ FERRITE_API int ferrite_fsck(const char *pool, int repair,
 			     void (*progress)(void *arg, uint64_t done, uint64_t total),
 			     void *progress_arg);
 
+/* ---- operator commands: probe, tune, inode inspection ----------------------- */
+
+#define FERRITE_LABEL_MAX 63 /* bytes of a pool label (docs/format.md, sb_label) */
+
+/* What a pool's superblock says, and who holds the pool, read without
+ * mounting and without the single-opener lock: it works on a pool another
+ * process has mounted. The superblock changes only under the lock (mkfs,
+ * tune), so it is read whole; a damaged one gives -EUCLEAN. */
+struct ferrite_probe {
+	char uuid[37];
+	char label[FERRITE_LABEL_MAX + 1]; /* "" if none; control characters as '?' */
+	uint32_t format_version;
+	int tiered;	     /* 1: a tiered pool (see ferrite_tier_stats) */
+	int mode;	     /* enum ferrite_mode (pm pools) */
+	uint64_t pool_bytes; /* size of the pool */
+	int64_t mkfs_time;   /* seconds since the epoch */
+	/* The process holding the pool (from /proc/locks): its pid, 0 if the
+	 * pool is free, -1 if the holder lives in another pid namespace. */
+	int64_t holder_pid;
+	char holder_comm[32];
+	/* pm pools: space and inode counts read from the pool one 8-byte word at
+	 * a time (counts = 1 if they were read). While another process changes
+	 * the pool each is a value it held, not necessarily at the same instant. */
+	int counts;
+	uint64_t data_bytes, free_bytes;
+	uint64_t inodes_used, inode_capacity;
+	uint64_t reserved[8];
+};
+FERRITE_API int ferrite_probe(const char *pool, struct ferrite_probe *out);
+
+/* Changes of an unmounted pool's superblock (ferrite tune). Zero fields
+ * change nothing. */
+struct ferrite_tune_opts {
+	const char *label; /* new label, at most FERRITE_LABEL_MAX bytes without control
+			    * characters; "" removes it; NULL: unchanged */
+	int mode;	   /* enum ferrite_mount_mode: FERRITE_MOUNT_SYNC or
+			    * FERRITE_MOUNT_STRICT become the pool's mode (pm pools);
+			    * FERRITE_MOUNT_POOL_MODE (0): unchanged */
+	/* Tiered pools: the directory the backing directory moved to. It must
+	 * carry this pool's UUID in its user.ferrite.pool attribute; without
+	 * it (attributes lost or unsupported) or with another pool's, only
+	 * force re-points the pool, and then sets the attribute. */
+	const char *tier_backing;
+	int force;
+	int forced;    /* out: 1 if tier_backing was taken only because of force */
+	int other_dir; /* out: 1 if tier_backing is not the original directory renamed
+			* but another (a copy): the cache's records know files by
+			* inode number, so the next mount cannot match those it holds
+			* data for and puts that data in DIR/.ferrite-lost+found */
+	uint64_t reserved[4];
+};
+/* Writes the changes crash-safely (backup copy first, then the primary; see
+ * docs/format.md). -EBUSY while the pool is in use; -EINVAL for a bad
+ * label, a mode on a tiered pool, or a backing directory on a pm pool;
+ * -EUCLEAN for a damaged superblock (run fsck --repair first); -EPERM for a
+ * backing directory that does not prove it holds the pool's data. */
+FERRITE_API int ferrite_tune(const char *pool, struct ferrite_tune_opts *opts);
+
 /* ---- extended attributes ---------------------------------------------------- *
  *
  * Names carry their namespace: "user.*" (regular files and directories only,
