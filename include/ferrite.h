@@ -435,6 +435,46 @@ struct ferrite_tune_opts {
  * backing directory that does not prove it holds the pool's data. */
 FERRITE_API int ferrite_tune(const char *pool, struct ferrite_tune_opts *opts);
 
+/* An inode of a mounted pm pool as it is stored (debugfs's `stat`). */
+struct ferrite_inode_info {
+	uint64_t ino, generation;
+	uint64_t pool_off; /* where the inode lives in the pool */
+	uint32_t mode, nlink, uid, gid;
+	uint64_t size;	 /* bytes */
+	uint64_t blocks; /* 4 KiB pages backing the data */
+	struct timespec atime, mtime, ctime, btime;
+	uint64_t rdev;		       /* character and block devices */
+	int level;		       /* partition level (L0 4 KiB .. ), -1: no partition */
+	uint64_t part_off, part_bytes; /* the partition: vspace offset and size */
+	uint64_t parent;	       /* directories: the parent's inode number */
+	int dir_hashed;		       /* directories: 1 hashed pages in the partition,
+					* 0 a small array in a dentry pool */
+	uint64_t dir_entries;	       /* directories: entries besides . and .. */
+	uint64_t dents_off;	       /* small directories: pool offset of the array */
+	uint64_t xattr_off;	       /* extended attribute block: pool offset, 0 none */
+	uint64_t xattr_bytes;	       /* ... and its size */
+	int orphan;		       /* unlinked while open, released at the next mount */
+	int inline_target;	       /* symbolic links: the target lives in the inode */
+	uint64_t reserved[8];
+};
+/* ino: an inode number (st_ino). -ENOENT if no live inode has it; -EUCLEAN
+ * if it is damaged (the fields then hold what the inode holds, unchecked);
+ * -EOPNOTSUPP on a tiered pool (its inodes are the backing directory's). */
+FERRITE_API int ferrite_inode_info(ferrite_fs *fs, uint64_t ino, struct ferrite_inode_info *out);
+
+/* A run of a file's storage: file bytes [file_off, file_off + len) are pool
+ * bytes [pool_off, pool_off + len). */
+struct ferrite_extent {
+	uint64_t file_off, pool_off, len;
+	int unit; /* 1: whole 2 MiB units (a window mapped by one entry); 0: pages
+		   * of a window's page table */
+};
+/* Calls cb for each run of the inode's backed storage in file order (holes
+ * are skipped); a nonzero return of cb stops the walk and is returned. */
+FERRITE_API int ferrite_inode_extents(ferrite_fs *fs, uint64_t ino,
+				      int (*cb)(void *arg, const struct ferrite_extent *ext),
+				      void *arg);
+
 /* ---- extended attributes ---------------------------------------------------- *
  *
  * Names carry their namespace: "user.*" (regular files and directories only,

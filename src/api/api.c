@@ -552,6 +552,23 @@ int ferrite_tune(const char *pool, struct ferrite_tune_opts *opts)
 	return fr_err_finish(meta_tune(pool, &t));
 }
 
+int ferrite_inode_info(ferrite_fs *fs, uint64_t ino, struct ferrite_inode_info *out)
+{
+	if (is_tier(fs))
+		return fr_err_finish(
+		    fr_err(-EOPNOTSUPP, "a tiered pool's inodes are its backing directory's"));
+	return pmfs_inode_info(fs, ino, out);
+}
+
+int ferrite_inode_extents(ferrite_fs *fs, uint64_t ino,
+			  int (*cb)(void *arg, const struct ferrite_extent *ext), void *arg)
+{
+	if (is_tier(fs))
+		return fr_err_finish(
+		    fr_err(-EOPNOTSUPP, "a tiered pool's data lies in its backing directory"));
+	return pmfs_inode_extents(fs, ino, cb, arg);
+}
+
 ssize_t ferrite_fgetxattr(ferrite_fs *fs, int fd, const char *name, void *value, size_t size)
 {
 	if (is_tier(fs))
