@@ -22,6 +22,7 @@ static const struct cli_cmd commands[] = {
     {"mkfs", cmd_mkfs, "format a pool"},
     {"info", cmd_info, "show a pool's format, space use and layout"},
     {"fsck", cmd_fsck, "check a pool and repair what can be repaired"},
+    {"tune", cmd_tune, "change a pool's label, mode or backing directory"},
     {"ls", cmd_ls, "list directories of a pool"},
     {"cat", cmd_cat, "write files of a pool to standard output"},
     {"cp", cmd_cp, "copy files and trees between the host and a pool"},
