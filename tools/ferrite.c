@@ -1,6 +1,7 @@
 /*
  * ferrite.c -- entry point of the `ferrite` command: global options
- * (--help, --version, --pool) and the table that dispatches to subcommands.
+ * (--help, --version, --pool) and the table that dispatches to subcommands;
+ * run as `fsck.ferrite`, it is `ferrite fsck`.
  */
 #include <string.h>
 
@@ -144,6 +145,12 @@ static int parse_global_options(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	const struct cli_cmd *cmd;
+	const char *self = strrchr(argv[0], '/');
+
+	/* fsck(8) runs fsck.TYPE: `fsck -t ferrite POOL` reaches `ferrite fsck`
+	 * through a link of that name. */
+	if (strcmp(self ? self + 1 : argv[0], "fsck.ferrite") == 0)
+		return cmd_fsck(argc, argv);
 	int first = parse_global_options(argc, argv);
 
 	if (first < 0)
