@@ -179,7 +179,10 @@ static void info_print_tier_json(const char *pool, const char *label, const stru
 	json_key_string("backing", in->backing);
 	printf("  \"huge_pages\": %s,\n", in->huge_pages ? "true" : "false");
 	json_key_string("persistence", in->persistence);
-	tier_info_print_json_fields(ti);
+	if (ti)
+		tier_info_print_json_fields(ti);
+	else
+		printf("  \"tier\": null");
 	puts("\n}");
 }
 
@@ -369,10 +372,11 @@ static void info_held_text(const char *pool, const struct ferrite_probe *pr, con
 	text_line("uuid:", "%s", pr->uuid);
 	if (pr->label[0])
 		text_line("label:", "%s", pr->label);
-	if (ti) {
+	if (pr->tiered) {
 		text_line("kind:", "tiered pool (a persistent cache)");
 		text_bytes("pool size:", pr->pool_bytes);
-		tier_info_print_text(ti);
+		if (ti)
+			tier_info_print_text(ti);
 		return;
 	}
 	text_line("mode:", "%s (the pool's; a mount may override it)", cli_mode_name(pr->mode));
@@ -399,9 +403,9 @@ static void info_held_json(const char *pool, const struct ferrite_probe *pr, con
 	json_key_u64("format_version", pr->format_version);
 	json_key_string("uuid", pr->uuid);
 	json_key_string("label", pr->label);
-	json_key_string("kind", ti ? "tiered" : "pm");
+	json_key_string("kind", pr->tiered ? "tiered" : "pm");
 	json_key_u64("pool_bytes", pr->pool_bytes);
-	if (!ti) {
+	if (!pr->tiered) {
 		json_key_string("mode", cli_mode_name(pr->mode));
 		if (pr->counts) {
 			json_key_u64("data_bytes", pr->data_bytes);
@@ -415,7 +419,10 @@ static void info_held_json(const char *pool, const struct ferrite_probe *pr, con
 		puts("\n}");
 		return;
 	}
-	tier_info_print_json_fields(ti);
+	if (ti)
+		tier_info_print_json_fields(ti);
+	else
+		printf("  \"tier\": null");
 	puts("\n}");
 }
 

@@ -497,6 +497,12 @@ test_held_pool() {
 	release
 	run info "$POOL"
 	check "info after release: the full view" all rc_is 0 -- out_has "^files: "
+	hold "$SHM-tier.pool" || return
+	run info "$SHM-tier.pool"
+	check "info on a held tiered pool: the holder and the cache" \
+		all rc_is 0 -- out_has "^in use by: +process $HOLDER " -- out_has "^kind: +tiered" -- \
+		out_has "^tiered cache of: " -- out_has "^label: +cache2$"
+	release
 }
 
 test_mounted_pool() {
