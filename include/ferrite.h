@@ -377,6 +377,104 @@ FERRITE_API int ferrite_fsck(const char *pool, int repair,
 			     void (*progress)(void *arg, uint64_t done, uint64_t total),
 			     void *progress_arg);
 
+/* ---- operator commands: probe, tune, inode inspection ----------------------- */
+
+#define FERRITE_LABEL_MAX 63 /* bytes of a pool label (docs/format.md, sb_label) */
+
+/* What a pool's superblock says, and who holds the pool, read without
+ * mounting and without the single-opener lock: it works on a pool another
+ * process has mounted. The superblock changes only under the lock (mkfs,
+ * tune), so it is read whole; a damaged one gives -EUCLEAN. */
+struct ferrite_probe {
+	char uuid[37];
+	char label[FERRITE_LABEL_MAX + 1]; /* "" if none; control characters as '?' */
+	uint32_t format_version;
+	int tiered;	     /* 1: a tiered pool (see ferrite_tier_stats) */
+	int mode;	     /* enum ferrite_mode (pm pools) */
+	uint64_t pool_bytes; /* size of the pool */
+	int64_t mkfs_time;   /* seconds since the epoch */
+	/* The process holding the pool (from /proc/locks): its pid, 0 if the
+	 * pool is free, -1 if the holder lives in another pid namespace. */
+	int64_t holder_pid;
+	char holder_comm[32];
+	/* pm pools: space and inode counts read from the pool one 8-byte word at
+	 * a time (counts = 1 if they were read). While another process changes
+	 * the pool each is a value it held, not necessarily at the same instant. */
+	int counts;
+	uint64_t data_bytes, free_bytes;
+	uint64_t inodes_used, inode_capacity;
+	uint64_t reserved[8];
+};
+FERRITE_API int ferrite_probe(const char *pool, struct ferrite_probe *out);
+
+/* Changes of an unmounted pool's superblock (ferrite tune). Zero fields
+ * change nothing. */
+struct ferrite_tune_opts {
+	const char *label; /* new label, at most FERRITE_LABEL_MAX bytes without control
+			    * characters; "" removes it; NULL: unchanged */
+	int mode;	   /* enum ferrite_mount_mode: FERRITE_MOUNT_SYNC or
+			    * FERRITE_MOUNT_STRICT become the pool's mode (pm pools);
+			    * FERRITE_MOUNT_POOL_MODE (0): unchanged */
+	/* Tiered pools: the directory the backing directory moved to. It must
+	 * carry this pool's UUID in its user.ferrite.pool attribute; without
+	 * it (attributes lost or unsupported) or with another pool's, only
+	 * force re-points the pool, and then sets the attribute. */
+	const char *tier_backing;
+	int force;
+	int forced;    /* out: 1 if tier_backing was taken only because of force */
+	int other_dir; /* out: 1 if tier_backing is not the original directory renamed
+			* but another (a copy): the cache's records know files by
+			* inode number, so the next mount cannot match those it holds
+			* data for and puts that data in DIR/.ferrite-lost+found */
+	uint64_t reserved[4];
+};
+/* Writes the changes crash-safely (backup copy first, then the primary; see
+ * docs/format.md). -EBUSY while the pool is in use; -EINVAL for a bad
+ * label, a mode on a tiered pool, or a backing directory on a pm pool;
+ * -EUCLEAN for a damaged superblock (run fsck --repair first); -EPERM for a
+ * backing directory that does not prove it holds the pool's data. */
+FERRITE_API int ferrite_tune(const char *pool, struct ferrite_tune_opts *opts);
+
+/* An inode of a mounted pm pool as it is stored (debugfs's `stat`). */
+struct ferrite_inode_info {
+	uint64_t ino, generation;
+	uint64_t pool_off; /* where the inode lives in the pool */
+	uint32_t mode, nlink, uid, gid;
+	uint64_t size;	 /* bytes */
+	uint64_t blocks; /* 4 KiB pages backing the data */
+	struct timespec atime, mtime, ctime, btime;
+	uint64_t rdev;		       /* character and block devices */
+	int level;		       /* partition level (L0 4 KiB .. ), -1: no partition */
+	uint64_t part_off, part_bytes; /* the partition: vspace offset and size */
+	uint64_t parent;	       /* directories: the parent's inode number */
+	int dir_hashed;		       /* directories: 1 hashed pages in the partition,
+					* 0 a small array in a dentry pool */
+	uint64_t dir_entries;	       /* directories: entries besides . and .. */
+	uint64_t dents_off;	       /* small directories: pool offset of the array */
+	uint64_t xattr_off;	       /* extended attribute block: pool offset, 0 none */
+	uint64_t xattr_bytes;	       /* ... and its size */
+	int orphan;		       /* unlinked while open, released at the next mount */
+	int inline_target;	       /* symbolic links: the target lives in the inode */
+	uint64_t reserved[8];
+};
+/* ino: an inode number (st_ino). -ENOENT if no live inode has it; -EUCLEAN
+ * if it is damaged (the fields then hold what the inode holds, unchecked);
+ * -EOPNOTSUPP on a tiered pool (its inodes are the backing directory's). */
+FERRITE_API int ferrite_inode_info(ferrite_fs *fs, uint64_t ino, struct ferrite_inode_info *out);
+
+/* A run of a file's storage: file bytes [file_off, file_off + len) are pool
+ * bytes [pool_off, pool_off + len). */
+struct ferrite_extent {
+	uint64_t file_off, pool_off, len;
+	int unit; /* 1: whole 2 MiB units (a window mapped by one entry); 0: pages
+		   * of a window's page table */
+};
+/* Calls cb for each run of the inode's backed storage in file order (holes
+ * are skipped); a nonzero return of cb stops the walk and is returned. */
+FERRITE_API int ferrite_inode_extents(ferrite_fs *fs, uint64_t ino,
+				      int (*cb)(void *arg, const struct ferrite_extent *ext),
+				      void *arg);
+
 /* ---- extended attributes ---------------------------------------------------- *
  *
  * Names carry their namespace: "user.*" (regular files and directories only,

@@ -6,7 +6,8 @@
  * Files: ferrite.c (dispatch), cli_util.c (shared helpers), side.c (host and
  * pool behind one table), cmd_mkfs.c, cmd_info.c, cmd_fsck.c, cmd_files.c
  * (ls, cat), cmd_cp.c (cp), cmd_mount.c (mount, umount: the FUSE daemon of
- * src/fuse).
+ * src/fuse), cmd_tune.c (tune), cmd_stat.c (stat, inode), cmd_ns.c (rm,
+ * mkdir, mv).
  */
 #ifndef FERRITE_CLI_H
 #define FERRITE_CLI_H
@@ -45,6 +46,12 @@ int cmd_umount(int argc, char **argv);	  /* cmd_mount.c */
 int cmd_run(int argc, char **argv);	  /* cmd_run.c: the preload shim */
 int cmd_crashtest(int argc, char **argv); /* cmd_crashtest.c: runs ferrite-crashtest */
 int cmd_stats(int argc, char **argv);	  /* cmd_stats.c: a tiered pool's cache */
+int cmd_tune(int argc, char **argv);	  /* cmd_tune.c: label, mode, backing directory */
+int cmd_stat(int argc, char **argv);	  /* cmd_stat.c: the inode view */
+int cmd_inode(int argc, char **argv);	  /* cmd_stat.c: the same by number */
+int cmd_rm(int argc, char **argv);	  /* cmd_ns.c */
+int cmd_mkdir(int argc, char **argv);	  /* cmd_ns.c */
+int cmd_mv(int argc, char **argv);	  /* cmd_ns.c */
 
 /* The tier section of `ferrite stats` and `ferrite info` (cmd_stats.c). */
 void tier_info_print_text(const struct ferrite_tier_info *ti);

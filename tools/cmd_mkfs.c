@@ -1,6 +1,8 @@
 /*
  * cmd_mkfs.c -- `ferrite mkfs`: formats a pool through ferrite_mkfs() with a
- * progress display, then mounts it once to print a summary.
+ * progress display, sets its label with ferrite_tune() (ferrite_mkfs_opts
+ * keeps its layout: programs built against it keep working), then mounts it
+ * once to print a summary.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -10,10 +12,11 @@
 #include "cli.h"
 
 static const char mkfs_usage[] =
-    "Usage: ferrite mkfs [--size N] [--mode sync|strict] [--force] [--no-hugepages] [POOL]\n"
+    "Usage: ferrite mkfs [--size N] [--mode sync|strict] [--label LABEL] [--force]\n"
+    "                    [--no-hugepages] [POOL]\n"
     "       ferrite mkfs --tier BACKING_DIR [--consistency write|epoch] [--flush-ms N]\n"
-    "                    [--epoch-ms N] [--writeback cached|direct] [--size N] [--force]\n"
-    "                    [POOL]\n"
+    "                    [--epoch-ms N] [--writeback cached|direct] [--size N]\n"
+    "                    [--label LABEL] [--force] [POOL]\n"
     "\nFormat POOL as an empty Ferrite pool. POOL is a regular file (created if\n"
     "missing), a device-DAX node, or a file on a DAX file system.\n"
     "\nWith --tier, POOL becomes a persistent cache in front of BACKING_DIR, a\n"
@@ -27,6 +30,8 @@ static const char mkfs_usage[] =
     "  --mode MODE     sync (default): metadata atomic, writes durable;\n"
     "                  strict: every write atomic as well (a mount may override\n"
     "                  it: ferrite mount -o mode=, ferrite run --mode)\n"
+    "  -L, --label L   the pool's label (at most 63 bytes, no control\n"
+    "                  characters; `ferrite tune --label` changes it)\n"
     "  --force         overwrite an existing pool or a non-empty file (with\n"
     "                  --tier: also bind a directory another pool used)\n"
     "  --tier DIR      a tiered pool caching the directory DIR\n"
@@ -46,8 +51,20 @@ static const char mkfs_usage[] =
 
 struct mkfs_args {
 	const char *pool;
+	const char *label; /* set with ferrite_tune() once the pool is made */
 	struct ferrite_mkfs_opts opts;
 };
+
+/* What ferrite_tune() takes as a label (checked before anything is formatted). */
+static int mkfs_label_ok(const char *label)
+{
+	size_t n = strlen(label), i;
+
+	for (i = 0; i < n; i++)
+		if ((unsigned char)label[i] < 0x20 || label[i] == 0x7f)
+			return 0;
+	return n <= FERRITE_LABEL_MAX;
+}
 
 /* Applies one parsed option; returns CLI_CONTINUE or the exit status. */
 static int mkfs_apply_option(struct mkfs_args *a, int opt, char **argv)
@@ -63,6 +80,14 @@ static int mkfs_apply_option(struct mkfs_args *a, int opt, char **argv)
 		if (cli_parse_mode(optarg, &a->opts.mode) < 0)
 			return cli_usage_error("mkfs", CLI_EXIT_USAGE,
 					       "invalid mode '%s' (sync or strict)", optarg);
+		return CLI_CONTINUE;
+	case 'L':
+		if (!mkfs_label_ok(optarg))
+			return cli_usage_error("mkfs", CLI_EXIT_USAGE,
+					       "invalid label '%s' (at most %d bytes, no control "
+					       "characters)",
+					       optarg, FERRITE_LABEL_MAX);
+		a->label = optarg;
 		return CLI_CONTINUE;
 	case 'f':
 		a->opts.force = 1;
@@ -122,6 +147,7 @@ static int mkfs_parse(int argc, char **argv, struct mkfs_args *a)
 	static const struct option longopts[] = {
 	    {"size", required_argument, NULL, 's'},
 	    {"mode", required_argument, NULL, 'm'},
+	    {"label", required_argument, NULL, 'L'},
 	    {"force", no_argument, NULL, 'f'},
 	    {"no-hugepages", no_argument, NULL, 'H'},
 	    {"tier", required_argument, NULL, 'T'},
@@ -136,7 +162,7 @@ static int mkfs_parse(int argc, char **argv, struct mkfs_args *a)
 	int opt, rc;
 
 	cli_getopt_begin();
-	while ((opt = getopt_long(argc, argv, ":h", longopts, NULL)) != -1) {
+	while ((opt = getopt_long(argc, argv, ":L:h", longopts, NULL)) != -1) {
 		rc = mkfs_apply_option(a, opt, argv);
 		if (rc != CLI_CONTINUE)
 			return rc;
@@ -156,7 +182,7 @@ static void mkfs_report_failure(const struct mkfs_args *a, int rc)
 }
 
 /* Mounts the new pool and prints what was made. */
-static int mkfs_print_summary(const char *pool)
+static int mkfs_print_summary(const char *pool, const char *label)
 {
 	struct ferrite_info info;
 	char size[32];
@@ -179,6 +205,8 @@ static int mkfs_print_summary(const char *pool)
 		printf("  mode:    %s\n", cli_mode_name(info.mode));
 	}
 	printf("  uuid:    %s\n", info.uuid);
+	if (label && label[0])
+		printf("  label:   %s\n", label);
 	if (info.huge_pages)
 		printf("  backing: %s\n", info.backing);
 	else
@@ -205,5 +233,15 @@ int cmd_mkfs(int argc, char **argv)
 		mkfs_report_failure(&a, rc);
 		return CLI_EXIT_FAILURE;
 	}
-	return mkfs_print_summary(a.pool);
+	if (a.label) {
+		/* The superblock of the new pool, written once more (backup first). */
+		struct ferrite_tune_opts t = {.label = a.label};
+
+		rc = ferrite_tune(a.pool, &t);
+		if (rc < 0) {
+			mkfs_report_failure(&a, rc);
+			return CLI_EXIT_FAILURE;
+		}
+	}
+	return mkfs_print_summary(a.pool, a.label);
 }

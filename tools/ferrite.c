@@ -1,6 +1,7 @@
 /*
  * ferrite.c -- entry point of the `ferrite` command: global options
- * (--help, --version, --pool) and the table that dispatches to subcommands.
+ * (--help, --version, --pool) and the table that dispatches to subcommands;
+ * run as `fsck.ferrite`, it is `ferrite fsck`.
  */
 #include <string.h>
 
@@ -22,9 +23,15 @@ static const struct cli_cmd commands[] = {
     {"mkfs", cmd_mkfs, "format a pool"},
     {"info", cmd_info, "show a pool's format, space use and layout"},
     {"fsck", cmd_fsck, "check a pool and repair what can be repaired"},
+    {"tune", cmd_tune, "change a pool's label, mode or backing directory"},
     {"ls", cmd_ls, "list directories of a pool"},
     {"cat", cmd_cat, "write files of a pool to standard output"},
     {"cp", cmd_cp, "copy files and trees between the host and a pool"},
+    {"stat", cmd_stat, "show how files are stored: inode, partition, pages"},
+    {"inode", cmd_inode, "show an inode by number"},
+    {"rm", cmd_rm, "remove files and directories from a pool"},
+    {"mkdir", cmd_mkdir, "create directories in a pool"},
+    {"mv", cmd_mv, "rename or move files inside a pool"},
     {"mount", cmd_mount, "mount a pool on a directory (FUSE)"},
     {"umount", cmd_umount, "unmount it and wait for the pool to be released"},
     {"run", cmd_run, "run a program with its files under /pm in a pool"},
@@ -138,6 +145,12 @@ static int parse_global_options(int argc, char **argv)
 int main(int argc, char **argv)
 {
 	const struct cli_cmd *cmd;
+	const char *self = strrchr(argv[0], '/');
+
+	/* fsck(8) runs fsck.TYPE: `fsck -t ferrite POOL` reaches `ferrite fsck`
+	 * through a link of that name. */
+	if (strcmp(self ? self + 1 : argv[0], "fsck.ferrite") == 0)
+		return cmd_fsck(argc, argv);
 	int first = parse_global_options(argc, argv);
 
 	if (first < 0)

@@ -9,6 +9,7 @@
 #include "ferrite.h"
 #include "fs/pmfs.h"
 #include "meta/meta.h"
+#include "tier/tier.h"
 #include "tier/tier_api.h"
 #include "util/util.h"
 
@@ -506,6 +507,66 @@ int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info)
 	if (is_tier(fs))
 		return tier_get_info(fs, info);
 	return pmfs_get_info(fs, info);
+}
+
+int ferrite_probe(const char *pool, struct ferrite_probe *out)
+{
+	fr_err_clear();
+	if (!out)
+		return fr_err_finish(-EINVAL);
+	return fr_err_finish(meta_probe(pool ? pool : ferrite_default_pool(), out));
+}
+
+/* ferrite_tune: the label and the mode are the superblock's (meta), the
+ * backing directory the tier header's. */
+int ferrite_tune(const char *pool, struct ferrite_tune_opts *opts)
+{
+	fr_err_clear();
+	if (!opts)
+		return fr_err_finish(-EINVAL);
+	if (!pool)
+		pool = ferrite_default_pool();
+	opts->forced = 0;
+	opts->other_dir = 0;
+	if (opts->mode < FERRITE_MOUNT_POOL_MODE || opts->mode > FERRITE_MOUNT_STRICT)
+		return fr_err_finish(fr_err(-EINVAL, "unknown mode %d", opts->mode));
+	if (opts->label) {
+		int rc = meta_label_check(opts->label);
+		if (rc)
+			return fr_err_finish(rc);
+	}
+	struct meta_tune_args t = {
+	    .label = opts->label,
+	    .mode = opts->mode == FERRITE_MOUNT_STRICT ? FERRITE_MODE_STRICT
+		    : opts->mode == FERRITE_MOUNT_SYNC ? FERRITE_MODE_SYNC
+						       : -1,
+	};
+	if (meta_pool_is_tier(pool))
+		return fr_err_finish(tier_tune(pool, &t, opts->tier_backing, opts->force,
+					       &opts->forced, &opts->other_dir));
+	if (opts->tier_backing)
+		return fr_err_finish(fr_err(-EINVAL,
+					    "%s is not a tiered pool: it has no backing "
+					    "directory",
+					    pool));
+	return fr_err_finish(meta_tune(pool, &t));
+}
+
+int ferrite_inode_info(ferrite_fs *fs, uint64_t ino, struct ferrite_inode_info *out)
+{
+	if (is_tier(fs))
+		return fr_err_finish(
+		    fr_err(-EOPNOTSUPP, "a tiered pool's inodes are its backing directory's"));
+	return pmfs_inode_info(fs, ino, out);
+}
+
+int ferrite_inode_extents(ferrite_fs *fs, uint64_t ino,
+			  int (*cb)(void *arg, const struct ferrite_extent *ext), void *arg)
+{
+	if (is_tier(fs))
+		return fr_err_finish(
+		    fr_err(-EOPNOTSUPP, "a tiered pool's data lies in its backing directory"));
+	return pmfs_inode_extents(fs, ino, cb, arg);
 }
 
 ssize_t ferrite_fgetxattr(ferrite_fs *fs, int fd, const char *name, void *value, size_t size)

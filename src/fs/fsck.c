@@ -748,8 +748,11 @@ static int mount_copy(const char *pool, int *lock_fd, int *copy_fd_out, ferrite_
 	if (fd < 0)
 		return fr_err(-errno, "%s: cannot open: %s", pool, strerror(errno));
 	*lock_fd = fd;
-	if (flock(fd, LOCK_EX | LOCK_NB))
-		return fr_err(-EBUSY, "%s: pool is in use by another process or mount", pool);
+	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		char who[96];
+		pool_holder_describe(fd, who, sizeof(who));
+		return fr_err(-EBUSY, "%s: pool is in use by %s", pool, who);
+	}
 	struct fr_super sb;
 	struct stat st;
 	const char *why;

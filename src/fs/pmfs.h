@@ -101,4 +101,9 @@ int pmfs_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len);
 int pmfs_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize);
 int pmfs_mmap_refresh(ferrite_fs *fs, int fd);
 
+/* Inspection (inspect.c). */
+int pmfs_inode_info(ferrite_fs *fs, uint64_t ino, struct ferrite_inode_info *out);
+int pmfs_inode_extents(ferrite_fs *fs, uint64_t ino,
+		       int (*cb)(void *arg, const struct ferrite_extent *ext), void *arg);
+
 #endif

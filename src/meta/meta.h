@@ -63,8 +63,31 @@ int meta_super_check_common(const struct fr_super *sb, uint64_t file_size, const
 void meta_super_init(struct fr_super *sb, uint64_t size, uint32_t incompat);
 uint32_t meta_super_csum(const struct fr_super *sb);
 void meta_uuid_str(const uint8_t *uuid, char out[37]);
-/* 1 if path holds a valid superblock of a tiered pool. */
+/* 1 if path holds a valid superblock of a tiered pool (or, its primary
+ * damaged, a valid tiered backup at SB_TIER_BACKUP_OFF). */
 int meta_pool_is_tier(const char *path);
+
+/* ---- labels and tune (tune.c), probe (probe.c) --------------------------- */
+
+/* 0 if label fits sb_label (at most SB_LABEL_MAX bytes, no control
+ * characters), else -EINVAL with a message. */
+int meta_label_check(const char *label);
+/* sb's label as a C string, control characters shown as '?'. */
+void meta_label_get(const struct fr_super *sb, char out[SB_LABEL_MAX + 1]);
+/* Sets sb_label (checked label; "" removes it). Checksum not updated. */
+void meta_label_set(struct fr_super *sb, const char *label);
+/* Writes sb (checksum set) at base + backup_off, fences, then at base +
+ * SB_OFF and fences: the crash order of mkfs (tune.c). */
+void meta_super_publish(char *base, uint64_t backup_off, const struct fr_super *sb);
+struct meta_tune_args {
+	const char *label; /* NULL: unchanged */
+	int mode;	   /* enum ferrite_mode, -1: unchanged */
+};
+/* Changes the superblock of the unmounted pm pool at path (tune.c). */
+int meta_tune(const char *path, const struct meta_tune_args *t);
+struct ferrite_probe;
+/* ferrite_probe (probe.c): the superblock and holder of any pool, unlocked. */
+int meta_probe(const char *path, struct ferrite_probe *out);
 
 /* ---- redo log (log.c) ----------------------------------------------------- */
 

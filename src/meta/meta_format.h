@@ -47,11 +47,27 @@ struct fr_super {
 	uint32_t sb_log_size;
 	uint64_t sb_backup_off; /* copy of this superblock */
 	uint64_t sb_meta_end;	/* end of the meta area; space bitmaps follow */
-	uint64_t sb_rsvd[16];
+	/* The pool's label (ferrite tune --label, mkfs --label): up to
+	 * SB_LABEL_MAX bytes, no control characters, NUL-padded; all zero =
+	 * none. A compatible addition in format 3 (docs/format.md): these bytes
+	 * were the always-zero sb_rsvd[0..7], covered by the checksum, which
+	 * readers without the field ignore. */
+	char sb_label[64];
+	uint64_t sb_rsvd[8];
 	uint32_t sb_checksum; /* crc32c of the bytes before this field */
 	uint32_t sb_pad;
 };
 _Static_assert(sizeof(struct fr_super) <= 4096, "superblock fits a page");
+_Static_assert(offsetof(struct fr_super, sb_label) == 120 &&
+		   offsetof(struct fr_super, sb_checksum) == 248,
+	       "the label took the place of sb_rsvd[0..7]: the checksummed bytes are unchanged");
+#define SB_LABEL_MAX 63
+
+/* Tiered pools have no space header or state page: ferrite tune keeps a
+ * copy of their superblock in page 2 (written before the primary; fsck
+ * --repair restores the primary from it), as pm pools keep theirs at
+ * SB_BACKUP_OFF. All zero in pools never tuned. */
+#define SB_TIER_BACKUP_OFF 8192
 
 /* Metadata pools: every entry begins with this out-of-band header (SPFS
  * "entry head" and "entry status"). */

@@ -104,17 +104,27 @@ int meta_super_check_common(const struct fr_super *sb, uint64_t file_size, const
 	return 0;
 }
 
+static int is_tier_super(const struct fr_super *sb)
+{
+	return sb->sb_magic == SB_MAGIC && sb->sb_checksum == super_csum(sb) &&
+	       sb->sb_version >= 3 && (sb->sb_incompat & SB_INCOMPAT_TIER);
+}
+
 int meta_pool_is_tier(const char *path)
 {
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
 		return 0;
 	struct fr_super sb;
-	ssize_t n = pread(fd, &sb, sizeof sb, SB_OFF);
+	memset(&sb, 0, sizeof sb);
+	int tier = pread(fd, &sb, sizeof sb, SB_OFF) == (ssize_t)sizeof sb && is_tier_super(&sb);
+	/* A primary torn by an interrupted `ferrite tune` of a tiered pool: the
+	 * tier engine's fsck restores it from its backup. */
+	if (!tier && !(sb.sb_magic == SB_MAGIC && sb.sb_checksum == super_csum(&sb)))
+		tier = pread(fd, &sb, sizeof sb, SB_TIER_BACKUP_OFF) == (ssize_t)sizeof sb &&
+		       is_tier_super(&sb);
 	close(fd);
-	return n == (ssize_t)sizeof sb && sb.sb_magic == SB_MAGIC &&
-	       sb.sb_checksum == super_csum(&sb) && sb.sb_version >= 3 &&
-	       (sb.sb_incompat & SB_INCOMPAT_TIER);
+	return tier;
 }
 
 int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char **why)

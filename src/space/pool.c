@@ -13,7 +13,8 @@
  *               user can write them (a directory: unless sticky); a pool
  *               mkfs formats is left mode 0600 (docs/security.md).
  * Crash argument: nothing here writes pool contents; a crash releases the
- *   flock with the process.
+ *   flock with the process. pool_open_peek() opens read-only without the
+ *   lock: what it reads may be changing under its holder.
  */
 #include "space/space.h"
 
@@ -268,6 +269,72 @@ void pool_prepare_default_dir(const char *pool_path)
 	mount("ferrite", dir, "tmpfs", MS_NOSUID | MS_NODEV, "huge=within_size,mode=0755");
 }
 
+/* ---- who holds a pool (P1) ------------------------------------------------------------ */
+
+pid_t pool_lock_holder(int fd, char *comm, size_t cap)
+{
+	struct stat st;
+	char line[256];
+	pid_t found = 0;
+	if (comm && cap)
+		comm[0] = '\0';
+	FILE *f = fstat(fd, &st) ? NULL : fopen("/proc/locks", "re");
+	if (!f)
+		return 0;
+	/* "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5678 0 EOF"; waiters ("1: -> FLOCK
+	 * ...") do not hold the lock. A holder outside our pid namespace is
+	 * listed with pid 0. */
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned maj, min;
+		unsigned long long ino;
+		int pid;
+		char *p = strstr(line, "FLOCK");
+		if (!p || strstr(line, "->"))
+			continue;
+		if (sscanf(p, "FLOCK %*s %*s %d %x:%x:%llu", &pid, &maj, &min, &ino) == 4 &&
+		    ino == (unsigned long long)st.st_ino && makedev(maj, min) == st.st_dev)
+			found = pid > 0 ? pid : -1;
+	}
+	fclose(f);
+	if (found > 0 && comm && cap) {
+		char path[64];
+		snprintf(path, sizeof(path), "/proc/%d/comm", (int)found);
+		FILE *c = fopen(path, "re");
+		if (c) {
+			if (fgets(comm, (int)cap, c))
+				comm[strcspn(comm, "\n")] = '\0';
+			fclose(c);
+		}
+	}
+	return found;
+}
+
+void pool_holder_describe(int fd, char *buf, size_t cap)
+{
+	char comm[32];
+	pid_t pid = pool_lock_holder(fd, comm, sizeof(comm));
+	if (pid > 0)
+		snprintf(buf, cap, "process %d (%s)", (int)pid, comm[0] ? comm : "?");
+	else if (pid < 0)
+		snprintf(buf, cap, "a process of another pid namespace");
+	else
+		snprintf(buf, cap, "another process or mount");
+}
+
+int pool_open_peek(const char *path)
+{
+	if (!path || !*path)
+		return fr_err(-ENOENT, "no pool path given");
+	int fd = strcmp(path, POOL_DEFAULT_PATH) == 0 ? default_pool_open(path, 0, O_RDONLY)
+						      : open(path, O_RDONLY | O_CLOEXEC);
+	if (fd >= 0 || strcmp(path, POOL_DEFAULT_PATH) == 0)
+		return fd;
+	int e = errno;
+	if (e == ENOENT)
+		return fr_err(-ENOENT, "%s: no such pool (create one with `ferrite mkfs`)", path);
+	return fr_err(-e, "%s: cannot open: %s", path, strerror(e));
+}
+
 int pool_open(struct pool *p, const char *path, int flags)
 {
 	int create = flags & POOL_CREATE, priv = flags & POOL_PRIVATE;
@@ -301,11 +368,13 @@ int pool_open(struct pool *p, const char *path, int flags)
 		return fr_err(-e, "%s: cannot stat: %s", path, strerror(e));
 	}
 	if (flock(fd, LOCK_EX | LOCK_NB)) {
+		char who[96];
+		pool_holder_describe(fd, who, sizeof(who));
 		close(fd);
 		return fr_err(-EBUSY,
-			      "%s: pool is in use by another process or mount "
+			      "%s: pool is in use by %s "
 			      "(use `ferrite mount` to share one pool between processes)",
-			      path);
+			      path, who);
 	}
 	p->fd = fd;
 	p->path = strdup(path);

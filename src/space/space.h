@@ -66,6 +66,16 @@ int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64
 /* Maps [0, size) and chooses the persist functions. */
 int pool_map(struct pool *p, uint64_t size);
 void pool_close(struct pool *p);
+/* The process holding the single-opener lock of the pool open on fd: its pid
+ * (and its name in comm, cap bytes), 0 if none is found, -1 if it lives in
+ * another pid namespace. From /proc/locks. */
+pid_t pool_lock_holder(int fd, char *comm, size_t cap);
+/* "process 1234 (ferrite)", or a vaguer phrase when the holder is unknown. */
+void pool_holder_describe(int fd, char *buf, size_t cap);
+/* Opens the pool read-only WITHOUT the lock (inspection of a pool that may be
+ * in use: ferrite_probe). The default pool passes P3 first. Returns the
+ * descriptor or -errno with a message. */
+int pool_open_peek(const char *path);
 /* Creates the default pool's directory if missing and, if it passes pool.c's
  * P3, gives it 2 MiB pages if the machine allows it (a tmpfs mounted with
  * huge=within_size; needs CAP_SYS_ADMIN). */

@@ -259,7 +259,9 @@ static void check_image(const char *img, uint64_t size, struct check *k, int set
 	char uuid[37];
 	meta_uuid_str(((const struct fr_super *)img)->sb_uuid, uuid);
 	if (bfd < 0) {
-		DAMAGE(k, "backing directory %s: %s", th->th_backing, strerror(errno));
+		int e = errno;
+		DAMAGE(k, "backing directory %s: %s%s", th->th_backing, strerror(e),
+		       e == ENOENT ? " (if it moved: `ferrite tune --backing NEWDIR POOL`)" : "");
 	} else if (tier_backing_identity(bfd, th->th_backing, th, uuid, why, sizeof why) != 0) {
 		DAMAGE(k, "%s", why); /* nothing in it is this pool's */
 		close(bfd);
@@ -405,9 +407,17 @@ int tier_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 	int rc = pool_open(&p, pool, repair ? 0 : POOL_PRIVATE); /* -n: read-only (K2) */
 	if (rc)
 		return fr_err_finish(rc);
+	/* An interrupted `ferrite tune` first (tune.c T3): the checks below
+	 * read the primaries. */
+	int fixed = 0;
+	int left = tier_backups_fix(p.fd, p.file_size, repair, report, report_arg, &fixed);
 	rc = tier_fsck_locked(pool, repair, report, report_arg, progress, progress_arg, &p);
 	if (p.fd >= 0)
 		pool_close(&p);
+	if (rc >= 0 && fixed)
+		rc |= FERRITE_FSCK_CORRECTED;
+	if (rc >= 0 && left)
+		rc |= FERRITE_FSCK_UNCORRECTED;
 	return rc;
 }
 

@@ -488,7 +488,8 @@ int tier_backing_identity(int fd, const char *path, const struct tier_header *th
 	    (th->th_backing_btime && bt && bt != th->th_backing_btime)) {
 		snprintf(why, n,
 			 "%s is not the directory this pool was formatted for (it was replaced or "
-			 "moved)",
+			 "moved; `ferrite tune --backing DIR` re-points the pool at the directory "
+			 "holding its data)",
 			 path);
 		return -EUCLEAN;
 	}
@@ -504,9 +505,12 @@ static int attach_backing(struct tier *t, const char *pool)
 	t->backing_len = strlen(t->backing);
 	t->root_fd =
 	    open(t->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* syncfs wants a real one */
-	if (t->root_fd < 0)
-		return fr_err(-errno, "%s: its backing directory %s: %s", pool, t->backing,
-			      strerror(errno));
+	if (t->root_fd < 0) {
+		int e = errno;
+		return fr_err(
+		    -e, "%s: its backing directory %s: %s%s", pool, t->backing, strerror(e),
+		    e == ENOENT ? " (if it moved: `ferrite tune --backing NEWDIR POOL`)" : "");
+	}
 	/* M2 */
 	char why[600];
 	if (tier_backing_identity(t->root_fd, t->backing, th, t->uuid, why, sizeof why) != 0)
@@ -579,7 +583,11 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 	if (!rc && !(sb.sb_incompat & SB_INCOMPAT_TIER))
 		rc = -EINVAL, why = "not a tiered pool";
 	if (rc) {
-		rc = fr_err(rc, "%s: %s", path, why);
+		int intact = rc == -EUCLEAN && (tier_backups_intact(t->pool.fd, t->pool.file_size) &
+						TIER_BACKUP_SUPER);
+		rc = fr_err(
+		    rc, "%s: %s%s", path, why,
+		    intact ? "; the backup superblock is intact: run `ferrite fsck --repair`" : "");
 		goto fail;
 	}
 	rc = pool_map(&t->pool, sb.sb_pool_size);
@@ -592,7 +600,10 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 	 * here, once, before recovery touches anything (check.c K1-K4). */
 	char bad[512];
 	if (tier_header_check(t->th, sb.sb_pool_size, bad, sizeof bad) != 0) {
-		rc = fr_err(-EUCLEAN, "%s: %s", path, bad);
+		int intact =
+		    tier_backups_intact(t->pool.fd, t->pool.file_size) & TIER_BACKUP_HEADER;
+		rc = fr_err(-EUCLEAN, "%s: %s%s", path, bad,
+			    intact ? "; its backup is intact: run `ferrite fsck --repair`" : "");
 		goto fail;
 	}
 	struct tier_geom g;

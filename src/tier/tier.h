@@ -407,4 +407,22 @@ void tier_maps_end(struct tier *t);
 /* Thread credentials (ferrite_set_creds) applied to the kernel calls. */
 void tier_creds_apply(void);
 
+/* ---- tune (tune.c) ----------------------------------------------------------------- */
+
+struct meta_tune_args;
+/* `ferrite tune` of an unmounted tiered pool: the label (t->label) and, if
+ * backing is set, a new backing directory (tune.c T2; *forced says it was
+ * taken only because of force, *other that it is not the original directory
+ * renamed but another one, e.g. a copy). */
+int tier_tune(const char *path, const struct meta_tune_args *t, const char *backing, int force,
+	      int *forced, int *other);
+#define TIER_BACKUP_SUPER  1 /* tier_backups_intact: the superblock's backup passes */
+#define TIER_BACKUP_HEADER 2 /* ... and the header's */
+int tier_backups_intact(int fd, uint64_t file_size);
+/* fsck: restores a primary that fails its check from a backup that passes,
+ * or brings a backup that differs up to date (repair), reporting each.
+ * Returns the problems left; *fixed counts the repairs. */
+int tier_backups_fix(int fd, uint64_t file_size, int repair, fr_report_fn report, void *rarg,
+		     int *fixed);
+
 #endif

@@ -180,4 +180,13 @@ struct tier_header {
 };
 _Static_assert(sizeof(struct tier_header) <= 4096, "tier header fits a page");
 
+/* Bytes of the header th_csum covers, th_csum included: what `ferrite tune`
+ * changes and what its backup copy holds. */
+#define TIER_HDR_SUM_BYTES (offsetof(struct tier_header, th_csum) + sizeof(uint32_t))
+/* Backups written by `ferrite tune` before it changes a primary (all zero in
+ * a pool never tuned): the superblock in page 2 (SB_TIER_BACKUP_OFF,
+ * meta_format.h) and the header's checksummed bytes in page 3. */
+#define TIER_HDR_BACKUP_OFF 12288
+_Static_assert(TIER_HDR_BACKUP_OFF + 4096 <= TIER_REC_OFF, "backups lie below the records");
+
 #endif
