@@ -41,6 +41,12 @@ done
 grep -q "^prefix=$prefix\$" "$libdir/pkgconfig/ferrite.pc" || fail "ferrite.pc: prefix is not $prefix"
 grep -q "$prefix/bin/ferrite" "$prefix/sbin/umount.fuse.ferrite" || fail "umount helper: wrong ferrite"
 
+step "version"
+version=$("$ferrite" --version | awk '{ print $2 }')
+changelog=$(sed -n '1s/^ferrite (\([^)-]*\).*/\1/p' "$src/debian/changelog")
+[ "$changelog" = "$version" ] ||
+	fail "debian/changelog is at $changelog, the project at $version: add a changelog entry"
+
 step "pkg-config and the C API"
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 flags=$(pkg-config --cflags --libs ferrite)
