@@ -18,6 +18,12 @@ if git rev-parse --is-inside-work-tree >/dev/null 2>&1; then
 	git ls-files -z --cached --others --exclude-standard |
 		while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done |
 		tar --null -T - -cf - | tar -xf - -C "$out/src"
+	# The copy is a repository of its own with those files as HEAD: tests
+	# run in its build directory read the tree with `git archive HEAD`.
+	git -C "$out/src" init -q
+	git -C "$out/src" add -A
+	git -C "$out/src" -c user.name=build-packages -c user.email=build-packages@localhost \
+		commit -q --no-gpg-sign --no-verify -m "the tree build-packages.sh built"
 else
 	tar --exclude='./build*' --exclude='./obj-*' --exclude=./.git -cf - . | tar -xf - -C "$out/src"
 fi
