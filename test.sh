@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds Ferrite and runs the whole test suite twice: an optimised build and
 # an AddressSanitizer + UndefinedBehaviorSanitizer build. In between, the
-# builds packagers and other developers make -- Release (-O3), Debian's
-# dpkg-buildflags, clang -- each built in full under -Werror and run through
-# a quick subset of the tests. Installs the Debian packages it needs first.
+# builds packagers and other developers make -- Release (-O3), the Debian
+# packages (dpkg-buildpackage), clang -- each built in full under -Werror and
+# run through a quick subset of the tests; the packages are also installed
+# and smoke-tested. Installs the Debian packages it needs first.
 # Exit status 0 means every test passed.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -31,14 +32,17 @@ cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build-release -j"$jobs"
 quick_tests build-release
 
-echo "== build (Debian's dpkg-buildflags, hardening=+all) and quick tests"
-# As debhelper builds a package (CPPFLAGS folded into CFLAGS, for CMake).
-deb() { DEB_BUILD_MAINT_OPTIONS=hardening=+all dpkg-buildflags --get "$1"; }
-cmake -S . -B build-deb -DCMAKE_BUILD_TYPE=None \
-	-DCMAKE_C_FLAGS="$(deb CFLAGS) $(deb CPPFLAGS)" -DCMAKE_EXE_LINKER_FLAGS="$(deb LDFLAGS)" \
-	-DCMAKE_SHARED_LINKER_FLAGS="$(deb LDFLAGS)" -DCMAKE_MODULE_LINKER_FLAGS="$(deb LDFLAGS)" >/dev/null
-cmake --build build-deb -j"$jobs"
-quick_tests build-deb
+echo "== Debian packages (Debian's dpkg-buildflags, hardening=+all): quick tests, smoke test"
+# dpkg-buildpackage builds as a packager does (debian/rules: hardening=+all,
+# CPPFLAGS folded into CFLAGS for CMake), in a copy of the tree under
+# build-deb/; the quick tests run in its build directory, then the packages
+# are installed and checked from the installed files (and purged again).
+DEB_BUILD_OPTIONS=nocheck scripts/build-packages.sh build-deb -j"$jobs"
+quick_tests build-deb/src/obj-*/
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+$SUDO scripts/package-smoke.sh build-deb/ferrite_*.deb build-deb/libferrite0_*.deb \
+	build-deb/libferrite-dev_*.deb
 
 echo "== build (clang, Release) and quick tests"
 cmake -S . -B build-clang -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Release >/dev/null

@@ -21,6 +21,7 @@
 #ifndef FERRITE_H
 #define FERRITE_H
 
+#include <fcntl.h> /* O_* and AT_* flags the calls take (ferrite_open, the *at family) */
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/stat.h>

@@ -4,10 +4,12 @@
 # Besides the build tools: libfuse3 for `ferrite mount`, and the real programs
 # the front-end tests run (sqlite3, db_bench, fio, postmark, coreutils);
 # test.sh's other builds need clang, dpkg-dev (dpkg-buildflags) and binutils
-# (readelf, for the hardening check).
+# (readelf, for the hardening check); the Debian packages debhelper
+# (dpkg-buildpackage) and help2man (the man pages), their smoke test man-db.
 set -euo pipefail
 pkgs=(cmake make gcc clang dpkg-dev binutils pkg-config libpmem2-dev e2fsprogs libfuse3-dev fuse3
-	sqlite3 rocksdb-tools fio postmark tar findutils coreutils git zip unzip xz-utils)
+	sqlite3 rocksdb-tools fio postmark tar findutils coreutils git zip unzip xz-utils
+	debhelper help2man man-db)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

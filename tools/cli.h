@@ -68,6 +68,12 @@ void info_print_backing_note(FILE *out, const struct ferrite_info *info);
 
 /* ---- command line ---------------------------------------------------------- */
 
+/* `ferrite POOL DIR -o OPTS`, as mount.fuse3 runs it for type fuse.ferrite
+ * (mount_helper.c): is argv such a call (argv[0] a pool, not a command)? */
+int cli_mount_helper_call(int argc, char **argv);
+/* Runs it as `ferrite mount`, without fstab's options; the exit status. */
+int cli_mount_helper(int argc, char **argv);
+
 /* Pool named before the subcommand (`ferrite --pool P CMD`); NULL = none. */
 /* A file NAME that ships with the ferrite command: $ENV if set, else the
  * first of the ferrite binary's directory plus each of rel[] that holds NAME

@@ -227,9 +227,10 @@ int cmd_run(int argc, char **argv)
 		return CLI_EXIT_FAILURE;
 	char shim[PATH_MAX], abspool[PATH_MAX];
 	/* Next to this binary (build tree) or in the library directory of its
-	 * installation. */
-	const char *const beside[] = {"", ("/../" FERRITE_LIBDIR), "/../lib"};
-	rc = cli_find_beside("FERRITE_PRELOAD_LIB", PRELOAD_NAME, beside, 3, R_OK, shim,
+	 * installation, in ferrite/ (where it is installed) or not. */
+	const char *const beside[] = {"", ("/../" FERRITE_LIBDIR "/ferrite"),
+				      ("/../" FERRITE_LIBDIR), "/../lib"};
+	rc = cli_find_beside("FERRITE_PRELOAD_LIB", PRELOAD_NAME, beside, 4, R_OK, shim,
 			     sizeof(shim));
 	if (rc) {
 		cli_fail("run", "", PRELOAD_NAME,

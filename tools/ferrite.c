@@ -48,6 +48,7 @@ static void print_main_usage(FILE *out)
 
 	fputs("Usage: ferrite [--pool POOL] COMMAND [ARGS...]\n"
 	      "       ferrite help COMMAND | ferrite --help | ferrite --version\n"
+	      "       ferrite POOL DIR [-o OPTIONS]   (mount -t fuse.ferrite runs this)\n"
 	      "\nFerrite is a user-space persistent-memory file system; this command\n"
 	      "formats, checks and inspects its pools and copies files in and out.\n"
 	      "\nCommands:\n",
@@ -160,6 +161,8 @@ int main(int argc, char **argv)
 		return CLI_EXIT_USAGE;
 	}
 	cmd = find_command(argv[first]);
+	if (!cmd && cli_mount_helper_call(argc - first, argv + first))
+		return cli_mount_helper(argc - first, argv + first);
 	if (!cmd)
 		return unknown_command(argv[first]);
 	return cmd->run(argc - first, argv + first);
