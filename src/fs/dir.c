@@ -313,7 +313,7 @@ int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 	       struct fr_dentry **out)
 {
 	uint64_t h = fr_name_hash(fs->hash_seed, name, len);
-	struct slots s;
+	struct slots s = {0};
 	int rc = dir_kind(fs, tx, dir);
 	if (rc <= 0) {
 		if (!rc && (rc = small_slots(fs, tx, dir, &s)) > 0)
@@ -328,7 +328,7 @@ int dir_lookup(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 	for (int k = 0; k < 2; k++) {
 		if (k && slot_of(&L, probe[1]) == slot_of(&L, probe[0]))
 			break;
-		struct fr_bucket *b;
+		struct fr_bucket *b = NULL; /* bucket_for sets it when it succeeds */
 		struct dir_bucket_head bh;
 		if ((rc = bucket_for(fs, tx, dir, &L, probe[k], &b, &bh)))
 			return rc;
@@ -614,7 +614,7 @@ out:
 static int split_bucket(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, uint64_t v)
 {
 	struct large L;
-	struct fr_bucket *b;
+	struct fr_bucket *b = NULL; /* bucket_for sets it when it succeeds */
 	struct dir_bucket_head bh;
 	int rc = large_open(fs, tx, dir, &L);
 	if (rc || (rc = bucket_for(fs, tx, dir, &L, v, &b, &bh)))
@@ -709,7 +709,7 @@ static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, con
 		/* The first free hash value from h on, looked up bucket by bucket
 		 * (almost always: h itself, in one bucket). */
 		struct large L;
-		struct fr_bucket *b;
+		struct fr_bucket *b = NULL; /* bucket_for sets it when it succeeds */
 		struct dir_bucket_head bh;
 		if ((rc = large_open(fs, tx, dir, &L)) ||
 		    (rc = bucket_for(fs, tx, dir, &L, h, &b, &bh)))
@@ -740,7 +740,7 @@ int dir_insert(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *
 	       uint64_t ino, unsigned type)
 {
 	uint64_t hash = 0;
-	struct slots s;
+	struct slots s = {0};
 	int rc = prepare_slot(fs, tx, dir, name, len, &hash, &s);
 	if (rc)
 		return rc; /* the caller aborts (tx_abort fences any fresh pages) */
@@ -795,12 +795,12 @@ static int remove_entry(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, str
 	tx_get(tx, d, &img, sizeof(img));
 	if (dent_check(fs, tx, &img, &why))
 		return dir_damaged(fs, dir, "%s", why);
-	struct slots s;
+	struct slots s = {0};
 	int rc = dir_kind(fs, tx, dir);
 	if (rc > 0) {
 		/* The dentry lives in a bucket page: the one serving its hash. */
 		struct large L;
-		struct fr_bucket *b;
+		struct fr_bucket *b = NULL; /* bucket_for sets it when it succeeds */
 		struct dir_bucket_head bh;
 		if ((rc = large_open(fs, tx, dir, &L)) ||
 		    (rc = bucket_for(fs, tx, dir, &L, img.d_hash, &b, &bh)))
@@ -945,7 +945,7 @@ int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_b
 {
 	(void)scratch; /* batches are sorted by key now: no copy needs it */
 	struct key k[64];
-	struct slots s;
+	struct slots s = {0};
 	int n, stopped, rc = dir_kind(fs, NULL, dir);
 	*next = FR_HASH_END;
 	if (rc < 0)
@@ -964,7 +964,7 @@ int dir_read(ferrite_fs *fs, struct fr_inode *dir, uint64_t cookie, struct dir_b
 		return rc;
 	int total = 0;
 	while (cookie < FR_HASH_END && total < cap) {
-		struct fr_bucket *b;
+		struct fr_bucket *b = NULL; /* bucket_for sets it when it succeeds */
 		struct dir_bucket_head bh;
 		uint64_t lo, hi;
 		if ((rc = bucket_for(fs, NULL, dir, &L, cookie, &b, &bh)))
