@@ -329,6 +329,11 @@ struct ferrite_info {
 	int huge_pages;	      /* 1 if the pool is backed by 2 MiB pages */
 	char persistence[64]; /* flush instruction chosen at run time */
 	int mount_mode;	      /* enum ferrite_mode in force for this mount */
+	/* Format 4: bytes large files' windows reserved and have not written
+	 * (SCMFS pre-allocation); counted in neither free_bytes nor the files,
+	 * given back whenever an allocation would otherwise fail. */
+	uint64_t prealloc_bytes;
+	uint64_t inode_block_bytes; /* inode slots come in blocks of this size */
 };
 
 FERRITE_API int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info);

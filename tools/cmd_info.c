@@ -68,9 +68,11 @@ static int info_parse(int argc, char **argv, struct info_args *a)
 
 /* ---- shared derived values --------------------------------------------------- */
 
+/* Used: neither free nor reserved-but-unwritten (which comes back on demand). */
 static uint64_t info_used_bytes(const struct ferrite_info *in)
 {
-	return in->free_bytes < in->data_bytes ? in->data_bytes - in->free_bytes : 0;
+	uint64_t avail = in->free_bytes + in->prealloc_bytes;
+	return avail < in->data_bytes ? in->data_bytes - avail : 0;
 }
 
 static double info_percent(uint64_t part, uint64_t whole)
@@ -198,11 +200,13 @@ static void info_print_text(const char *pool, const char *label, const struct fe
 	text_bytes("data space:", in->data_bytes);
 	text_share("used:", info_used_bytes(in), in->data_bytes);
 	text_share("free:", in->free_bytes, in->data_bytes);
+	text_share("pre-allocated:", in->prealloc_bytes, in->data_bytes);
 	text_line("files:", "%llu", (unsigned long long)in->files);
 	text_line("directories:", "%llu", (unsigned long long)in->directories);
 	text_line("symlinks:", "%llu", (unsigned long long)in->symlinks);
-	text_line("inode slots:", "%llu (grows 2 MiB at a time)",
-		  (unsigned long long)in->inode_capacity);
+	text_line("inode slots:", "%llu (grows %llu KiB at a time)",
+		  (unsigned long long)in->inode_capacity,
+		  (unsigned long long)(in->inode_block_bytes >> 10));
 	text_bytes("virtual space:", in->vspace_bytes);
 	text_bytes("max file size:", in->max_file_size);
 	text_partitions(in);
@@ -254,6 +258,7 @@ static void info_print_json(const char *pool, const char *label, const struct fe
 	json_key_u64("data_bytes", in->data_bytes);
 	json_key_u64("used_bytes", info_used_bytes(in));
 	json_key_u64("free_bytes", in->free_bytes);
+	json_key_u64("prealloc_bytes", in->prealloc_bytes);
 	printf("  \"used_percent\": %.2f,\n", info_percent(info_used_bytes(in), in->data_bytes));
 	json_key_u64("files", in->files);
 	json_key_u64("directories", in->directories);
