@@ -7,7 +7,12 @@
  * f_ffree promised. Then delete a random half, refill, and check again;
  * fsck is clean and every byte written before ENOSPC reads back.
  *
- * Usage: fill_test -m MIX [-p POOL_MIB] [-s SEED]
+ * With -a N the pool is aged first, Geriatrix-style: files of the tree mix
+ * are created, appended to, truncated, renamed and deleted at random, the
+ * pool kept between half and nine-tenths full, until N times the pool's size
+ * has been written; the aged files stay, and the fill starts from there.
+ *
+ * Usage: fill_test -m MIX [-p POOL_MIB] [-s SEED] [-a N]
  *   MIX: empty, 100, 6000, 64k, 280k, 3m, tree (sizes of a source tree and a
  *   mail spool)
  */
@@ -34,6 +39,7 @@ static ferrite_fs *fs;
 static char pool[256];
 static char last_err[256];
 static const char *mix = "6000";
+static unsigned age_rounds;
 static uint64_t seed = 1;
 static int failures;
 
@@ -213,12 +219,84 @@ static int verify_all(void)
 	return bad;
 }
 
+/* Geriatrix-style churn on files /age/gNNNNN until written >= target bytes. */
+static void age(uint64_t target, uint64_t pool_bytes, uint64_t *r)
+{
+	static char buf[64 * 1024];
+	memset(buf, 'a', sizeof buf);
+	ferrite_mkdir(fs, "/age", 0755);
+	enum { NAGE = 4096 };
+	static uint64_t sz[NAGE];
+	uint64_t written = 0, used = 0, ops = 0;
+	const char *saved = mix;
+	mix = "tree";
+	while (written < target) {
+		long i = (long)(rnd(r) % NAGE);
+		char p[64], q[64];
+		snprintf(p, sizeof p, "/age/g%05ld", i);
+		unsigned op = (unsigned)(rnd(r) % 100);
+		int full = used > pool_bytes / 10 * 9, low = used < pool_bytes / 2;
+		ops++;
+		if (sz[i] && (full || op < 25)) { /* delete */
+			if (ferrite_unlink(fs, p) == 0) {
+				used -= sz[i];
+				sz[i] = 0;
+			}
+		} else if (sz[i] && op < 40) { /* truncate to a part of it */
+			uint64_t n = sz[i] ? rnd(r) % sz[i] : 0;
+			if (ferrite_truncate(fs, p, (off_t)n) == 0) {
+				used -= sz[i] - n;
+				sz[i] = n;
+			}
+		} else if (sz[i] && op < 50) { /* rename over another slot */
+			long j = (long)(rnd(r) % NAGE);
+			snprintf(q, sizeof q, "/age/g%05ld", j);
+			if (j != i && ferrite_rename(fs, p, q, 0) == 0) {
+				used -= sz[j];
+				sz[j] = sz[i];
+				sz[i] = 0;
+			}
+		} else if (!full || low) { /* create or append */
+			int fd = ferrite_open(fs, p, O_CREAT | O_WRONLY | O_APPEND, 0644);
+			if (fd < 0)
+				continue;
+			uint64_t n = pick_size(r);
+			while (n) {
+				size_t k = (size_t)(n < sizeof buf ? n : sizeof buf);
+				ssize_t w = ferrite_write(fs, fd, buf, k);
+				if (w <= 0)
+					break;
+				n -= (uint64_t)w;
+				sz[i] += (uint64_t)w;
+				used += (uint64_t)w;
+				written += (uint64_t)w;
+			}
+			ferrite_close(fs, fd);
+		}
+	}
+	mix = saved;
+	/* half of what is left goes, leaving holes all over the pool */
+	for (long i = 0; i < NAGE; i++) {
+		char p[64];
+		snprintf(p, sizeof p, "/age/g%05ld", i);
+		if (sz[i] && rnd(r) % 2 && ferrite_unlink(fs, p) == 0) {
+			used -= sz[i];
+			sz[i] = 0;
+		}
+	}
+	printf("  aged: %llu operations, %llu MiB written (%.1f times the pool), %llu MiB kept\n",
+	       (unsigned long long)ops, (unsigned long long)(written >> 20),
+	       (double)written / (double)pool_bytes, (unsigned long long)(used >> 20));
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t mib = 64;
 	int c;
-	while ((c = getopt(argc, argv, "m:p:s:")) != -1) {
-		if (c == 'm')
+	while ((c = getopt(argc, argv, "m:p:s:a:")) != -1) {
+		if (c == 'a')
+			age_rounds = (unsigned)strtoul(optarg, NULL, 0);
+		else if (c == 'm')
 			mix = optarg;
 		else if (c == 'p')
 			mib = strtoull(optarg, NULL, 0);
@@ -234,14 +312,16 @@ int main(int argc, char **argv)
 		fprintf(stderr, "fill_test: %s\n", ferrite_errmsg());
 		return 2;
 	}
-	printf("fill_test: mix %s, %llu MiB pool, seed %llu\n", mix, (unsigned long long)mib,
-	       (unsigned long long)seed);
+	printf("fill_test: mix %s, %llu MiB pool, seed %llu%s\n", mix, (unsigned long long)mib,
+	       (unsigned long long)seed, age_rounds ? ", aged" : "");
 	for (int d = 0; d < DIRS; d++) {
 		char p[16];
 		snprintf(p, sizeof p, "/d%02d", d);
 		ferrite_mkdir(fs, p, 0755);
 	}
 	uint64_t r = seed;
+	if (age_rounds)
+		age((uint64_t)age_rounds * mib * MiB, mib * MiB, &r);
 	struct statvfs sv0, sv1;
 	ferrite_statvfs(fs, &sv0);
 	long made;
