@@ -172,6 +172,19 @@ static uint64_t fill(long first, uint64_t *r, long *made)
 	}
 }
 
+/* Pool pages the fill took (data, metadata, reservations still held) for
+ * each page of file data: the space amplification. */
+static void amplification(const char *when, uint64_t pages, const struct statvfs *before)
+{
+	struct statvfs after;
+	ferrite_statvfs(fs, &after);
+	if (!pages)
+		return;
+	uint64_t took = before->f_blocks - after.f_bfree - (before->f_blocks - before->f_bfree);
+	printf("  %s: space amplification %.3f (%llu pool pages for %llu file pages)\n", when,
+	       (double)took / (double)pages, (unsigned long long)took, (unsigned long long)pages);
+}
+
 static void promise(const char *when, uint64_t pages, long made, const struct statvfs *before)
 {
 	uint64_t avail = before->f_bavail > RESERVE_PAGES ? before->f_bavail - RESERVE_PAGES : 0;
@@ -327,6 +340,7 @@ int main(int argc, char **argv)
 	long made;
 	uint64_t pages = fill(0, &r, &made);
 	promise("fresh pool", pages, made, &sv0);
+	amplification("fresh pool", pages, &sv0);
 	/* a random half goes, and the pool fills again */
 	long deleted = 0;
 	for (long i = 0; i < nfiles; i++) {
@@ -343,6 +357,7 @@ int main(int argc, char **argv)
 	printf("  deleted %ld files: %llu pages free\n", deleted, (unsigned long long)sv1.f_bavail);
 	pages = fill(nfiles, &r, &made);
 	promise("after deleting half", pages, made, &sv1);
+	amplification("after deleting half", pages, &sv1);
 	check(verify_all() == 0, "every byte written before ENOSPC reads back");
 	ferrite_unmount(fs);
 	int f = ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL);
