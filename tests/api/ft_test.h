@@ -454,7 +454,9 @@ static inline uint64_t ft_free_bytes(ferrite_fs *fs)
 	struct statvfs sv;
 	if (ferrite_statvfs(fs, &sv) != 0)
 		return 0;
-	return (uint64_t)sv.f_bavail * sv.f_frsize;
+	/* f_bfree: the pages free now (f_bavail keeps a share back for inodes,
+	 * README "Space", so it does not fall page for page) */
+	return (uint64_t)sv.f_bfree * sv.f_frsize;
 }
 
 /* Entries a full listing of path returns ("." and ".." included), or -errno. */
