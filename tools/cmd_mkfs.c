@@ -47,6 +47,9 @@ static const char mkfs_usage[] =
     "  --pool POOL     same as the POOL argument\n"
     "  -h, --help      show this help\n"
     "\nPOOL defaults to $FERRITE_POOL, else /dev/shm/ferrite/default.pool.\n"
+    "A failed mkfs leaves no new file behind, and an existing file as it was\n"
+    "unless it says otherwise (a file whose old contents were already\n"
+    "discarded is left empty).\n"
     "Exit status: 0 formatted, 1 failed, 2 usage error.\n";
 
 struct mkfs_args {

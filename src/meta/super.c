@@ -290,6 +290,8 @@ out_detach:
 	log_fini(m);
 	sp_detach(&m->sp);
 out:
+	if (rc)
+		rc = pool_mkfs_undo(p, rc); /* no pool file left half made */
 	pool_close(p);
 	free(m);
 	return rc;

@@ -199,7 +199,7 @@ static int default_dir_open(const char *dir, int create)
  * without following a symlink, then checked. Nobody else can rename the
  * checked directory away in the sticky /dev/shm, and the pool is opened
  * relative to it. */
-static int default_pool_open(const char *path, int create, int acc)
+static int default_pool_open(const char *path, int create, int acc, int *created)
 {
 	char dir[PATH_MAX];
 	snprintf(dir, sizeof(dir), "%s", path);
@@ -208,8 +208,11 @@ static int default_pool_open(const char *path, int create, int acc)
 	int dfd = default_dir_open(dir, create);
 	if (dfd < 0)
 		return dfd;
-	int fd =
-	    openat(dfd, slash + 1, acc | O_NOFOLLOW | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+	int flags = acc | O_NOFOLLOW | O_CLOEXEC;
+	int fd = create ? openat(dfd, slash + 1, flags | O_CREAT | O_EXCL, 0600) : -1;
+	*created = fd >= 0;
+	if (fd < 0 && (!create || errno == EEXIST))
+		fd = openat(dfd, slash + 1, flags, 0600);
 	int e = errno;
 	close(dfd);
 	if (fd < 0)
@@ -325,8 +328,10 @@ int pool_open_peek(const char *path)
 {
 	if (!path || !*path)
 		return fr_err(-ENOENT, "no pool path given");
-	int fd = strcmp(path, POOL_DEFAULT_PATH) == 0 ? default_pool_open(path, 0, O_RDONLY)
-						      : open(path, O_RDONLY | O_CLOEXEC);
+	int created;
+	int fd = strcmp(path, POOL_DEFAULT_PATH) == 0
+		     ? default_pool_open(path, 0, O_RDONLY, &created)
+		     : open(path, O_RDONLY | O_CLOEXEC);
 	if (fd >= 0 || strcmp(path, POOL_DEFAULT_PATH) == 0)
 		return fd;
 	int e = errno;
@@ -344,13 +349,17 @@ int pool_open(struct pool *p, const char *path, int flags)
 		return fr_err(-EINVAL, "no pool path given");
 	if (!*path)
 		return fr_err(-ENOENT, "empty pool path");
-	int fd, acc = priv ? O_RDONLY : O_RDWR;
+	int fd, acc = priv ? O_RDONLY : O_RDWR, created = 0;
 	if (strcmp(path, POOL_DEFAULT_PATH) == 0) { /* P3 */
-		fd = default_pool_open(path, create, acc);
+		fd = default_pool_open(path, create, acc, &created);
 		if (fd < 0)
 			return fd;
 	} else {
-		fd = open(path, acc | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
+		/* mkfs removes a file it made if formatting fails (pool_mkfs_undo) */
+		fd = create ? open(path, acc | O_CLOEXEC | O_CREAT | O_EXCL, 0600) : -1;
+		created = fd >= 0;
+		if (fd < 0 && (!create || errno == EEXIST)) /* (or a dangling symlink) */
+			fd = open(path, acc | O_CLOEXEC | (create ? O_CREAT : 0), 0600);
 	}
 	if (fd < 0) {
 		int e = errno;
@@ -379,6 +388,9 @@ int pool_open(struct pool *p, const char *path, int flags)
 	p->fd = fd;
 	p->path = strdup(path);
 	p->map_flags = priv ? MAP_PRIVATE : MAP_SHARED;
+	p->created = created;
+	p->old_mode = st.st_mode & 07777;
+	p->old_size = S_ISREG(st.st_mode) ? (uint64_t)st.st_size : 0;
 	if (S_ISCHR(st.st_mode)) {
 		p->kind = POOL_DEVDAX;
 		int rc = devdax_size(st.st_rdev, &p->file_size);
@@ -455,17 +467,41 @@ static int pool_touch(struct pool *p, uint64_t size, void (*progress)(void *, ui
 	return 0;
 }
 
+/* Is there room for size bytes where the pool file lives? Checked before
+ * anything is changed, so a pool that cannot fit leaves an existing file as
+ * it was. The file's own blocks count as free (they are given back first);
+ * a file system that states no limit (f_blocks 0) is not checked. */
+static int pool_space_check(struct pool *p, uint64_t size)
+{
+	struct statfs sfs;
+	struct stat st;
+	if (fstatfs(p->fd, &sfs) || fstat(p->fd, &st) || sfs.f_blocks == 0)
+		return 0;
+	uint64_t blocks = geteuid() == 0 ? (uint64_t)sfs.f_bfree : (uint64_t)sfs.f_bavail;
+	uint64_t avail = blocks * (uint64_t)sfs.f_bsize + (uint64_t)st.st_blocks * 512;
+	if (avail >= size)
+		return 0;
+	return fr_err(-ENOSPC,
+		      "%s: no room for a %llu MiB pool: its file system has %llu MiB free "
+		      "(choose a smaller --size or another place)",
+		      p->path, (unsigned long long)(size >> 20), (unsigned long long)(avail >> 20));
+}
+
 int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64_t, uint64_t),
 		  void *arg)
 {
 	if (p->kind == POOL_DEVDAX)
 		return 0;
+	int rc = pool_space_check(p, size);
+	if (rc)
+		return rc;
 	/* P3: whoever can read the pool file reads every file in it, whatever
 	 * their modes in the pool; mkfs over an existing file changes its mode
 	 * before the old contents go and the new ones are written. */
 	if (fchmod(p->fd, 0600))
 		return fr_err(-errno, "%s: cannot make the pool private (mode 0600): %s", p->path,
 			      strerror(errno));
+	p->resized = 1; /* from here on a failure leaves the file empty */
 	if (ftruncate(p->fd, 0) || ftruncate(p->fd, (off_t)size))
 		return fr_err(-errno, "%s: cannot size the pool to %llu bytes: %s", p->path,
 			      (unsigned long long)size, strerror(errno));
@@ -485,6 +521,36 @@ int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64
 	}
 	p->file_size = size;
 	return pool_touch(p, size, progress, arg);
+}
+
+int pool_mkfs_undo(struct pool *p, int rc)
+{
+	if (p->fd < 0 || p->kind == POOL_DEVDAX)
+		return rc;
+	if (p->created) {
+		/* Still the file this mkfs made (it holds the flock)? */
+		struct stat mine, now;
+		if (fstat(p->fd, &mine) == 0 && stat(p->path, &now) == 0 &&
+		    mine.st_dev == now.st_dev && mine.st_ino == now.st_ino)
+			unlink(p->path);
+		return rc;
+	}
+	if (!p->resized)
+		return rc; /* nothing was changed */
+	/* The space goes back; an empty file stays as it was, a non-empty one
+	 * cannot: say so. */
+	int had_data = p->old_size > 0;
+	if (ftruncate(p->fd, 0) == 0)
+		p->file_size = 0;
+	if (fchmod(p->fd, p->old_mode)) {
+		/* stays 0600: the safer of the two */
+	}
+	if (had_data)
+		return fr_err(rc,
+			      "%s; %s is left empty: its old contents were discarded before "
+			      "the format failed",
+			      fr_err_isset() ? fr_err_get() : strerror(-rc), p->path);
+	return rc;
 }
 
 int pool_map(struct pool *p, uint64_t size)

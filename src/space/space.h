@@ -46,6 +46,11 @@ struct pool {
 	struct pm_pool *pm; /* tracing builds: the persist layer's record of it */
 	char *alias;	    /* tracing builds, guarded: the only writable mapping */
 	int guarded;	    /* every mapping of the pool is read-only (pm.h) */
+	/* mkfs (pool_mkfs_undo): what a failed format must put back */
+	int created;	   /* pool_open made the file (POOL_CREATE) */
+	int resized;	   /* pool_populate discarded the file's contents */
+	mode_t old_mode;   /* the file's permission bits when opened */
+	uint64_t old_size; /* and its size */
 };
 
 /* The pool used when none is named (ferrite_default_pool without
@@ -60,9 +65,14 @@ struct pool {
 #define POOL_CREATE  1
 #define POOL_PRIVATE 2
 int pool_open(struct pool *p, const char *path, int flags);
-/* Makes the file mode 0600, sets its size and allocates all of it (mkfs only). */
+/* Makes the file mode 0600, sets its size and allocates all of it (mkfs only).
+ * -ENOSPC before anything is changed if its file system has no room for it. */
 int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64_t, uint64_t),
 		  void *arg);
+/* After a failed mkfs, before pool_close: removes the file if pool_open created
+ * it; an existing file whose contents pool_populate discarded is left empty,
+ * with its old mode, and the message (rc's) says so. Returns rc. */
+int pool_mkfs_undo(struct pool *p, int rc);
 /* Maps [0, size) and chooses the persist functions. */
 int pool_map(struct pool *p, uint64_t size);
 void pool_close(struct pool *p);

@@ -147,15 +147,16 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 		size = DEFAULT_POOL;
 	size = FR_ALIGN_DOWN(size, FR_UNIT_SIZE);
 	struct layout l;
-	if (size < MIN_POOL || plan(size, o->tier_consistency, &l) != 0) {
-		pool_close(&p);
-		return fr_err_finish(fr_err(-EINVAL, "%s: pool size must be at least %llu MiB",
-					    path, (unsigned long long)(MIN_POOL >> 20)));
-	}
-	rc = pool_populate(&p, size, o->progress, o->progress_arg);
+	memset(&l, 0, sizeof l);
+	if (size < MIN_POOL || plan(size, o->tier_consistency, &l) != 0)
+		rc = fr_err(-EINVAL, "%s: pool size must be at least %llu MiB", path,
+			    (unsigned long long)(MIN_POOL >> 20));
+	if (!rc)
+		rc = pool_populate(&p, size, o->progress, o->progress_arg);
 	if (!rc)
 		rc = pool_map(&p, size);
 	if (rc) {
+		rc = pool_mkfs_undo(&p, rc); /* no pool file left half made */
 		pool_close(&p);
 		return fr_err_finish(rc);
 	}
