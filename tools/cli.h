@@ -107,6 +107,8 @@ const char *cli_api_msg(int rc);
 void cli_fail(const char *cmd, const char *prefix, const char *subject, const char *msg);
 /* cli_fail() with the message of a failed ferrite call. */
 void cli_error(const char *cmd, const char *subject, int rc);
+/* The one line for a pool that does not exist (the library says the same). */
+void cli_no_pool(const char *cmd, const char *pool);
 
 /* Mounts POOL; on failure prints the error line and returns -errno. */
 int cli_mount(const char *cmd, const char *pool, ferrite_fs **fs);

@@ -139,6 +139,15 @@ void cli_error(const char *cmd, const char *subject, int rc)
 	cli_fail(cmd, "", subject, cli_api_msg(rc));
 }
 
+void cli_no_pool(const char *cmd, const char *pool)
+{
+	char msg[PATH_MAX + 64];
+
+	/* the library's wording too (src/space/pool.c, pool_missing) */
+	snprintf(msg, sizeof(msg), "no such pool (create it with `ferrite mkfs %s`)", pool);
+	cli_fail(cmd, "", pool, msg);
+}
+
 int cli_mount(const char *cmd, const char *pool, ferrite_fs **fs)
 {
 	int rc = ferrite_mount(pool, NULL, fs);

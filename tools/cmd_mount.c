@@ -423,9 +423,10 @@ static int check_pool(struct mount_args *a, char *canon)
 {
 	struct mnt m;
 	if (!realpath(a->pool, canon)) {
-		if (errno == ENOENT)
-			return mount_fail("%s: no such pool (create one with `ferrite mkfs %s`)",
-					  a->pool, a->pool);
+		if (errno == ENOENT) {
+			cli_no_pool("mount", a->pool);
+			return CLI_EXIT_FAILURE;
+		}
 		return mount_fail("%s: %s", a->pool, strerror(errno));
 	}
 	if (find_mount(NULL, canon, &m))

@@ -144,11 +144,12 @@ static int run_check_pool(const char *pool, int named)
 	struct stat st;
 	if (stat(pool, &st) != 0) {
 		if (errno != ENOENT || named) {
-			cli_fail("run", "", pool,
-				 errno == ENOENT
-				     ? "no such pool (create it with `ferrite mkfs POOL`)"
-				     : strerror(errno));
-			return -errno;
+			int e = errno;
+			if (e == ENOENT)
+				cli_no_pool("run", pool);
+			else
+				cli_fail("run", "", pool, strerror(e));
+			return -e;
 		}
 		fprintf(stderr, "ferrite run: creating the default pool %s\n", pool);
 		int rc = ferrite_mkfs(pool, NULL);

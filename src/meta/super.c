@@ -308,9 +308,9 @@ int meta_open(struct meta *m, const char *path, int flags)
 	const char *why;
 	if (p->file_size == 0) {
 		rc = fr_err(-EINVAL,
-			    "%s: empty file, not a ferrite pool (create one with "
-			    "`ferrite mkfs`)",
-			    path);
+			    "%s: empty file, not a ferrite pool (format it with "
+			    "`ferrite mkfs %s`)",
+			    path, path);
 		goto fail;
 	}
 	if (read_super(p, SB_OFF, &sb)) {

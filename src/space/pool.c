@@ -135,6 +135,11 @@ static int tmpfs_is_huge(const char *path, char *why, size_t wlen)
 	return 0;
 }
 
+int pool_missing(const char *path)
+{
+	return fr_err(-ENOENT, "%s: no such pool (create it with `ferrite mkfs %s`)", path, path);
+}
+
 /* ---- the default pool in /dev/shm (P3) -------------------------------------------- */
 
 /* Refuses a directory or pool in a shared place that another user could
@@ -171,7 +176,13 @@ static int shared_open_failed(const char *path, int e, const char *what)
 			      "it as the default pool's %s (remove it)",
 			      path, what);
 	if (e == ENOENT)
-		return fr_err(-ENOENT, "%s: no such pool (create one with `ferrite mkfs`)", path);
+		return pool_missing(path);
+	if (e == EACCES || e == EPERM)
+		return fr_err(-e,
+			      "%s: cannot open: %s (the default pool is another user's or in "
+			      "a directory you cannot write: use a pool of your own, with "
+			      "--pool POOL or FERRITE_POOL=POOL)",
+			      path, strerror(e));
 	return fr_err(-e, "%s: cannot open: %s", path, strerror(e));
 }
 
@@ -336,8 +347,21 @@ int pool_open_peek(const char *path)
 		return fd;
 	int e = errno;
 	if (e == ENOENT)
-		return fr_err(-ENOENT, "%s: no such pool (create one with `ferrite mkfs`)", path);
+		return pool_missing(path);
 	return fr_err(-e, "%s: cannot open: %s", path, strerror(e));
+}
+
+/* mkfs of a pool whose directory is missing: say which directory. */
+static int missing_dir(const char *path)
+{
+	char dir[PATH_MAX];
+	snprintf(dir, sizeof(dir), "%s", path);
+	char *slash = strrchr(dir, '/');
+	if (!slash)
+		return fr_err(-ENOENT, "%s: cannot create the pool file", path);
+	slash[slash == dir] = '\0'; /* "/x" -> "/" */
+	return fr_err(-ENOENT, "%s: cannot create the pool: directory %s does not exist", path,
+		      dir);
 }
 
 int pool_open(struct pool *p, const char *path, int flags)
@@ -363,9 +387,10 @@ int pool_open(struct pool *p, const char *path, int flags)
 	}
 	if (fd < 0) {
 		int e = errno;
+		if (e == ENOENT && create)
+			return missing_dir(path);
 		if (e == ENOENT)
-			return fr_err(-ENOENT, "%s: no such pool (create one with `ferrite mkfs`)",
-				      path);
+			return pool_missing(path);
 		if (e == EISDIR)
 			return fr_err(-EISDIR, "%s: is a directory, not a pool", path);
 		return fr_err(-e, "%s: cannot open: %s", path, strerror(e));

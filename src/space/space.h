@@ -69,6 +69,9 @@ int pool_open(struct pool *p, const char *path, int flags);
  * -ENOSPC before anything is changed if its file system has no room for it. */
 int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64_t, uint64_t),
 		  void *arg);
+/* -ENOENT with the one wording of a missing pool, whoever looks for it
+ * (the ferrite command's own checks say the same, tools/cli_util.c). */
+int pool_missing(const char *path);
 /* After a failed mkfs, before pool_close: removes the file if pool_open created
  * it; an existing file whose contents pool_populate discarded is left empty,
  * with its old mode, and the message (rc's) says so. Returns rc. */

@@ -779,6 +779,8 @@ int tier_read_stats(const char *pool, struct ferrite_tier_info *ti)
 		return fr_err_finish(-EINVAL);
 	memset(ti, 0, sizeof(*ti));
 	int fd = open(pool, O_RDONLY | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT)
+		return fr_err_finish(pool_missing(pool));
 	if (fd < 0)
 		return fr_err_finish(fr_err(-errno, "%s: %s", pool, strerror(errno)));
 	struct fr_super sb;
