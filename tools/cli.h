@@ -126,11 +126,14 @@ const char *cli_mode_name(int mode);
 
 /* ---- progress --------------------------------------------------------------- */
 
-/* A percentage line on stderr: redrawn in place on a TTY, a few lines otherwise. */
+/* A percentage on stderr: redrawn in place on a TTY at every percent; else a
+ * line per 10 %, and between them a line for a new percentage once 30 s
+ * passed since the last (a large pool on a log). */
 struct cli_progress {
 	const char *label;
 	int tty;
-	int shown; /* last percentage (TTY) or quarter step printed; -1 none */
+	int shown;	  /* last percentage printed; -1 none */
+	double last_line; /* not a TTY: when the last line was printed */
 };
 
 void cli_progress_begin(struct cli_progress *p, const char *label);

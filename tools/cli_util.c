@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -284,11 +285,26 @@ const char *cli_mode_name(int mode)
 
 /* ---- progress --------------------------------------------------------------- */
 
+/* Not a terminal (a log): a line per 10 %; between them, a line for a new
+ * percentage once PROGRESS_LOG_SECS passed since the last, so a slow large
+ * pool still shows it moves. Never more. */
+#define PROGRESS_LOG_STEP 10
+#define PROGRESS_LOG_SECS 30.0
+
+static double progress_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
 void cli_progress_begin(struct cli_progress *p, const char *label)
 {
 	p->label = label;
 	p->tty = isatty(STDERR_FILENO);
 	p->shown = -1;
+	p->last_line = 0;
 }
 
 static int progress_percent(uint64_t done, uint64_t total)
@@ -303,18 +319,21 @@ void cli_progress_update(void *arg, uint64_t done, uint64_t total)
 	struct cli_progress *p = arg;
 	int pct = progress_percent(done, total);
 
+	if (pct == p->shown)
+		return;
 	if (p->tty) {
-		if (pct == p->shown)
-			return;
 		fprintf(stderr, "\r%s: %3d%%", p->label, pct);
 		fflush(stderr);
 		p->shown = pct;
 		return;
 	}
-	if (pct / 25 <= p->shown)
-		return; /* not a TTY: one line per quarter */
-	p->shown = pct / 25;
-	fprintf(stderr, "%s: %d%%\n", p->label, p->shown * 25);
+	double now = progress_now();
+	int step = p->shown < 0 || pct / PROGRESS_LOG_STEP > p->shown / PROGRESS_LOG_STEP;
+	if (!step && now - p->last_line < PROGRESS_LOG_SECS)
+		return;
+	p->shown = pct;
+	p->last_line = now;
+	fprintf(stderr, "%s: %d%%\n", p->label, pct);
 }
 
 void cli_progress_clear(struct cli_progress *p)
