@@ -25,8 +25,8 @@ static const char mkfs_usage[] =
     "directory in the background; data sets larger than the pool work.\n"
     "\nOptions:\n"
     "  --size N        pool size in bytes, or with a K, M, G or T suffix (powers\n"
-    "                  of 1024); default: 1 GiB for a new file, the device size\n"
-    "                  for device DAX\n"
+    "                  of 1024), from 16M to 16T; default: 1 GiB for a new file,\n"
+    "                  the device size for device DAX\n"
     "  --mode MODE     sync (default): metadata atomic, writes durable;\n"
     "                  strict: every write atomic as well (a mount may override\n"
     "                  it: ferrite mount -o mode=, ferrite run --mode)\n"
@@ -76,7 +76,7 @@ static int mkfs_apply_option(struct mkfs_args *a, int opt, char **argv)
 	case 's':
 		if (cli_parse_size(optarg, &a->opts.size) < 0 || a->opts.size == 0)
 			return cli_usage_error("mkfs", CLI_EXIT_USAGE,
-					       "invalid size '%s' (use e.g. 4096, 64M, 1G)",
+					       "invalid size '%s' (16M to 16T, e.g. 64M, 1G, 2T)",
 					       optarg);
 		return CLI_CONTINUE;
 	case 'm':
