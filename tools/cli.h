@@ -63,8 +63,9 @@ void json_print_string(const char *s);
 /* Mounts POOL, reads ferrite_get_info() into *in and unmounts; prints the
  * error line (as "ferrite CMD: ...") and returns -errno on failure. */
 int info_load(const char *cmd, const char *pool, struct ferrite_info *in);
-/* Prints the note shown when a pool is not backed by huge pages (nothing otherwise). */
-void info_print_backing_note(FILE *out, const struct ferrite_info *info);
+/* After mkfs: when the pool is not backed by 2 MiB pages, why that costs and
+ * how to get them (nothing otherwise). */
+void cli_hugepage_hint(FILE *out, const struct ferrite_info *info);
 
 /* ---- command line ---------------------------------------------------------- */
 

@@ -32,6 +32,7 @@ static const char info_usage[] =
     "Exit status: 0 shown, 1 failed (e.g. not a pool), 2 usage error.\n";
 
 #define INFO_MAX_LEVELS 16 /* entries of ferrite_info.partitions_allocated */
+#define INFO_NO_HUGE	"no (4 KiB; `ferrite mkfs --help` says how to get 2 MiB pages)"
 
 struct info_args {
 	const char *pool;
@@ -92,12 +93,6 @@ static int info_level_count(const struct ferrite_info *in)
 static uint64_t info_level_bytes(int level)
 {
 	return (uint64_t)4096 << (3 * level);
-}
-
-void info_print_backing_note(FILE *out, const struct ferrite_info *info)
-{
-	if (!info->huge_pages)
-		fprintf(out, "note: pool is backed by 4 KiB pages (%s)\n", info->backing);
 }
 
 /* ---- text -------------------------------------------------------------------- */
@@ -162,9 +157,8 @@ static void info_print_tier_text(const char *pool, const char *label, const stru
 	text_bytes("cache space:", in->data_bytes);
 	tier_info_print_text(ti);
 	text_line("backing:", "%s", in->backing);
-	text_line("huge pages:", "%s", in->huge_pages ? "yes (2 MiB)" : "no");
+	text_line("huge pages:", "%s", in->huge_pages ? "yes (2 MiB)" : INFO_NO_HUGE);
 	text_line("persistence:", "%s", in->persistence);
-	info_print_backing_note(stdout, in);
 }
 
 static void info_print_tier_json(const char *pool, const char *label, const struct ferrite_info *in,
@@ -215,9 +209,8 @@ static void info_print_text(const char *pool, const char *label, const struct fe
 		  (unsigned long long)in->ppt_table_windows, (unsigned long long)in->ppt_pages);
 	text_line("log slots:", "%llu", (unsigned long long)in->log_slots);
 	text_line("backing:", "%s", in->backing);
-	text_line("huge pages:", "%s", in->huge_pages ? "yes (2 MiB)" : "no");
+	text_line("huge pages:", "%s", in->huge_pages ? "yes (2 MiB)" : INFO_NO_HUGE);
 	text_line("persistence:", "%s", in->persistence);
-	info_print_backing_note(stdout, in);
 }
 
 /* ---- JSON -------------------------------------------------------------------- */

@@ -43,14 +43,22 @@ static const char mkfs_usage[] =
     "  --writeback W   cached (default): drain through the page cache, so data\n"
     "                  the pool let go is read back from DRAM; direct: O_DIRECT\n"
     "                  where DIR's file system takes it, no page cache used\n"
-    "  --no-hugepages  do not try to back the pool with 2 MiB pages\n"
+    "  --no-hugepages  do not try to back the pool with 2 MiB pages (and say\n"
+    "                  nothing about them)\n"
     "  --pool POOL     same as the POOL argument\n"
     "  -h, --help      show this help\n"
     "\nPOOL defaults to $FERRITE_POOL, else /dev/shm/ferrite/default.pool.\n"
     "A failed mkfs leaves no new file behind, and an existing file as it was\n"
     "unless it says otherwise (a file whose old contents were already\n"
     "discarded is left empty).\n"
-    "Exit status: 0 formatted, 1 failed, 2 usage error.\n";
+    "\nHuge pages: a pool on a tmpfs mounted with huge=within_size is backed by\n"
+    "2 MiB pages, where a page fault costs 0.04 us instead of 1.6 us. For the\n"
+    "default pool, mkfs run as root mounts such a tmpfs on /dev/shm/ferrite\n"
+    "itself (when that directory is empty). Elsewhere, as root, run\n"
+    "`mount -t tmpfs -o huge=within_size,size=SIZE tmpfs DIR` and make the pool\n"
+    "in DIR. Without root, ask for such a mount, or use 4 KiB pages: everything\n"
+    "works the same, page faults just cost more.\n"
+    "\nExit status: 0 formatted, 1 failed, 2 usage error.\n";
 
 struct mkfs_args {
 	const char *pool;
@@ -185,7 +193,7 @@ static void mkfs_report_failure(const struct mkfs_args *a, int rc)
 }
 
 /* Mounts the new pool and prints what was made. */
-static int mkfs_print_summary(const char *pool, const char *label)
+static int mkfs_print_summary(const char *pool, const char *label, int no_hugepages)
 {
 	struct ferrite_info info;
 	char size[32];
@@ -210,10 +218,9 @@ static int mkfs_print_summary(const char *pool, const char *label)
 	printf("  uuid:    %s\n", info.uuid);
 	if (label && label[0])
 		printf("  label:   %s\n", label);
-	if (info.huge_pages)
-		printf("  backing: %s\n", info.backing);
-	else
-		info_print_backing_note(stdout, &info);
+	printf("  backing: %s\n", info.backing);
+	if (!no_hugepages)
+		cli_hugepage_hint(stdout, &info);
 	return CLI_EXIT_OK;
 }
 
@@ -246,5 +253,5 @@ int cmd_mkfs(int argc, char **argv)
 			return CLI_EXIT_FAILURE;
 		}
 	}
-	return mkfs_print_summary(a.pool, a.label);
+	return mkfs_print_summary(a.pool, a.label, a.opts.no_hugepages);
 }

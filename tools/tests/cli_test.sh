@@ -152,7 +152,9 @@ test_info() {
 		out_has "^  L0 " -- out_has "^page table:" -- out_has "^log slots:" -- \
 		out_has "^persistence:"
 	if grep -qE '^huge pages: +no' "$WORK/out"; then
-		check "info: note about 4 KiB pages" out_has "^note: pool is backed by 4 KiB pages \("
+		check "info: 4 KiB pages point at mkfs --help, no repeated note" all \
+			out_has "^huge pages: +no \(4 KiB; .ferrite mkfs --help. says how" -- \
+			out_lacks "^note:.*"
 	fi
 
 	FERRITE_POOL=$POOL run info
