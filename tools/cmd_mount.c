@@ -63,8 +63,10 @@ static const char mount_usage[] =
     "When run as root the mount is open to all users (allow_other); the kernel\n"
     "checks permissions (default_permissions), and the pool file and the\n"
     "directories above it must be writable by root alone. Unmount with\n"
-    "`ferrite umount DIR`.\n"
-    "Exit status: 0 mounted, 1 failed, 2 usage error.\n";
+    "`ferrite umount DIR`; SIGINT or SIGTERM to the daemon (Ctrl-C with -f)\n"
+    "unmounts too.\n"
+    "\nExit status: 0 mounted (with -f or -d: unmounted cleanly), 1 failed,\n"
+    "2 usage error.\n";
 
 static const char umount_usage[] =
     "Usage: ferrite umount [-l] DIR\n"

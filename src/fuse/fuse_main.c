@@ -72,7 +72,9 @@ static int serve(struct fuse_session *se, const struct fuse_front_opts *o)
 	fuse_loop_cfg_set_idle_threads(cfg, (unsigned)(o->threads / 2 > 4 ? o->threads / 2 : 4));
 	int rc = fuse_session_loop_mt(se, cfg);
 	fuse_loop_cfg_destroy(cfg);
-	return rc < 0 ? rc : rc > 0 ? -EINTR : 0;
+	/* > 0: the signal (SIGINT, SIGTERM, SIGHUP) that ended the loop, a
+	 * stop asked for like an unmount: not an error */
+	return rc < 0 ? rc : 0;
 }
 
 int fuse_front_run(const struct fuse_front_opts *o)
