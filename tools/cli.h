@@ -82,6 +82,7 @@ int cli_mount_helper(int argc, char **argv);
 int cli_find_beside(const char *env, const char *name, const char *const rel[], int nrel, int mode,
 		    char *out, size_t cap);
 void cli_set_global_pool(const char *pool);
+const char *cli_global_pool(void); /* NULL: none given */
 /* given if non-NULL, else the global --pool, else ferrite_default_pool(). */
 const char *cli_pool(const char *given);
 /* A pool path as typed for ls/cat: an optional "pool:" prefix is dropped,

@@ -25,6 +25,11 @@ void cli_set_global_pool(const char *pool)
 	global_pool = pool;
 }
 
+const char *cli_global_pool(void)
+{
+	return global_pool;
+}
+
 const char *cli_pool(const char *given)
 {
 	if (given)

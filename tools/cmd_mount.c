@@ -40,7 +40,8 @@
 #define FUSE_TYPE "fuse.ferrite"
 
 static const char mount_usage[] =
-    "Usage: ferrite mount [-f] [-d] [-o OPTIONS] [POOL] DIR\n"
+    "Usage: ferrite mount [-f] [-d] [-o OPTIONS] POOL DIR\n"
+    "       ferrite [--pool POOL] mount [-f] [-d] [-o OPTIONS] DIR\n"
     "\nMount a pool on directory DIR with FUSE, so any program can use it.\n"
     "Every write is durable when it returns (no write-back caching).\n"
     "\nOptions:\n"
@@ -59,7 +60,9 @@ static const char mount_usage[] =
     "                  ro, and other FUSE/kernel options, are passed on\n"
     "  --pool POOL   same as the POOL argument\n"
     "  -h, --help    show this help\n"
-    "\nPOOL defaults to $FERRITE_POOL, else /dev/shm/ferrite/default.pool.\n"
+    "\nLike mount(8) and sshfs, mount needs both: name the pool as POOL, with\n"
+    "--pool, or in $FERRITE_POOL (the default pool is\n"
+    "/dev/shm/ferrite/default.pool; it is not mounted unless named).\n"
     "When run as root the mount is open to all users (allow_other); the kernel\n"
     "checks permissions (default_permissions), and the pool file and the\n"
     "directories above it must be writable by root alone. Unmount with\n"
@@ -313,6 +316,14 @@ static int mount_parse(int argc, char **argv, struct mount_args *a)
 	if (n < 1)
 		return cli_usage_error("mount", CLI_EXIT_USAGE, "missing the mount point DIR");
 	a->dir = argv[argc - 1];
+	/* Like mount(8) and sshfs: no pool named, nothing mounted (a
+	 * forgotten POOL must not put the shared default pool on DIR). */
+	const char *env = getenv("FERRITE_POOL");
+	if (n == 1 && !a->pool && !cli_global_pool() && !(env && *env))
+		return cli_usage_error("mount", CLI_EXIT_USAGE,
+				       "missing the POOL to mount: `ferrite mount POOL %s` (the "
+				       "default pool is %s)",
+				       a->dir, ferrite_default_pool());
 	return cli_take_pool_operand("mount", n - 1, argv + optind, &a->pool, CLI_EXIT_USAGE);
 }
 
