@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <limits.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -80,7 +81,9 @@ static const char umount_usage[] =
     "  -l, --lazy    detach now even if files are open; the daemon finishes when\n"
     "                they are closed (does not wait for it)\n"
     "  -h, --help    show this help\n"
-    "Exit status: 0 unmounted, 1 failed, 2 usage error.\n";
+    "\nA user other than root can unmount only the mounts they made\n"
+    "(fusermount3's rule).\n"
+    "\nExit status: 0 unmounted, 1 failed, 2 usage error.\n";
 
 /* ---- paths and the mount table --------------------------------------------------- */
 
@@ -124,6 +127,7 @@ struct mnt {
 	char point[PATH_MAX];
 	char type[64];
 	char source[PATH_MAX];
+	long user_id; /* FUSE: the uid that mounted it (user_id=); -1 unknown */
 };
 
 /* mountinfo escapes blanks and backslashes as \ooo. */
@@ -151,10 +155,10 @@ static int find_mount(const char *point, const char *source, struct mnt *m)
 	if (!f)
 		return 0;
 	while (fgets(line, sizeof(line), f)) {
-		char mp[PATH_MAX], type[64], src[PATH_MAX];
+		char mp[PATH_MAX], type[64], src[PATH_MAX], sopts[1024] = "";
 		char *dash = strstr(line, " - ");
 		if (!dash || sscanf(line, "%*s %*s %*s %*s %4095s", mp) != 1 ||
-		    sscanf(dash + 3, "%63s %4095s", type, src) != 2)
+		    sscanf(dash + 3, "%63s %4095s %1023s", type, src, sopts) < 2)
 			continue;
 		unescape(mp);
 		unescape(src);
@@ -165,29 +169,54 @@ static int find_mount(const char *point, const char *source, struct mnt *m)
 		snprintf(m->point, sizeof(m->point), "%s", mp);
 		snprintf(m->type, sizeof(m->type), "%s", type);
 		snprintf(m->source, sizeof(m->source), "%s", src);
+		const char *uid = strstr(sopts, "user_id=");
+		m->user_id = uid && (uid == sopts || uid[-1] == ',') ? atol(uid + 8) : -1;
 		found = 1;
 	}
 	fclose(f);
 	return found;
 }
 
-/* Unmounts point: umount2 as root, fusermount3 otherwise. */
-static int do_umount(const char *point, int lazy)
+/* Unmounts point: umount2 as root, fusermount3 otherwise. -EBUSY when files
+ * are open there; any other failure of fusermount3 is -EPERM with its own
+ * message in why. */
+static int do_umount(const char *point, int lazy, char *why, size_t cap)
 {
+	why[0] = '\0';
 	if (geteuid() == 0)
 		return umount2(point, lazy ? MNT_DETACH : 0) ? -errno : 0;
-	pid_t pid = fork();
-	if (pid < 0)
+	int p[2];
+	if (pipe(p))
 		return -errno;
+	pid_t pid = fork();
+	if (pid < 0) {
+		close(p[0]);
+		close(p[1]);
+		return -errno;
+	}
 	if (pid == 0) {
-		execlp("fusermount3", "fusermount3", lazy ? "-uzq" : "-uq", "--", point,
+		close(p[0]);
+		dup2(p[1], 2);
+		execlp("fusermount3", "fusermount3", lazy ? "-uz" : "-u", "--", point,
 		       (char *)NULL);
+		fprintf(stderr, "cannot run fusermount3: %s", strerror(errno));
 		_exit(127);
 	}
+	close(p[1]);
+	size_t got = 0;
+	ssize_t n;
+	while (got < cap - 1 &&
+	       ((n = read(p[0], why + got, cap - 1 - got)) > 0 || (n < 0 && errno == EINTR)))
+		got += n > 0 ? (size_t)n : 0;
+	close(p[0]);
+	why[got] = '\0';
+	why[strcspn(why, "\n")] = '\0';
 	int st;
 	if (waitpid(pid, &st, 0) < 0)
 		return -errno;
-	return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? 0 : -EBUSY;
+	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+		return 0;
+	return strstr(why, "busy") ? -EBUSY : -EPERM;
 }
 
 /* Which process holds the pool's flock (for "pool is busy"), 0 if unknown. */
@@ -354,11 +383,12 @@ static int check_dir(struct mount_args *a, char *canon)
 			return mount_fail("%s: %s: a FUSE daemon died; unmount it with "
 					  "`fusermount3 -u %s`",
 					  a->dir, strerror(ENOTCONN), abs);
-		rc = do_umount(abs, 1);
+		char why[512];
+		rc = do_umount(abs, 1, why, sizeof(why));
 		if (rc < 0)
 			return mount_fail("%s: the ferrite daemon of this mount died and "
 					  "detaching it failed: %s",
-					  a->dir, strerror(-rc));
+					  a->dir, why[0] ? why : strerror(-rc));
 		fprintf(stderr,
 			"ferrite mount: %s: detached the mount of a ferrite daemon that had "
 			"died\n",
@@ -661,7 +691,24 @@ int cmd_umount(int argc, char **argv)
 		fprintf(stderr, "ferrite umount: %s: not a ferrite mount (%s)\n", dir, m.type);
 		return CLI_EXIT_FAILURE;
 	}
-	rc = do_umount(abs, dead || lazy);
+	uid_t me = geteuid();
+	if (me != 0 && m.user_id >= 0 && (uid_t)m.user_id != me) {
+		char who[64];
+		struct passwd *pw = getpwuid((uid_t)m.user_id);
+		snprintf(who, sizeof(who), "%s%s(uid %ld)", pw ? pw->pw_name : "", pw ? " " : "",
+			 m.user_id);
+		fprintf(stderr,
+			"ferrite umount: %s: mounted by %s; only that user or root can "
+			"unmount it\n",
+			dir, who);
+		return CLI_EXIT_FAILURE;
+	}
+	char why[512];
+	rc = do_umount(abs, dead || lazy, why, sizeof(why));
+	if (rc == -EPERM && why[0]) {
+		fprintf(stderr, "ferrite umount: %s: %s\n", dir, why);
+		return CLI_EXIT_FAILURE;
+	}
 	if (rc == -EBUSY) {
 		fprintf(stderr,
 			"ferrite umount: %s: busy (a process has a file or its working directory "
