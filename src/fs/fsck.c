@@ -660,6 +660,8 @@ int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 }
 
 /* Superblock repair before anything can be mounted. */
+#define FIX_SB_LEFT 2 /* fix_superblock: primary damaged, reported, not restored */
+
 static int fix_superblock(const char *pool, int repair, fr_report_fn report, void *rarg, int *fixed)
 {
 	struct pool p;
@@ -678,13 +680,19 @@ static int fix_superblock(const char *pool, int repair, fr_report_fn report, voi
 		     : (wb = "missing", -EINVAL);
 	rc = 0;
 	if (ra && !rb) {
-		fr_report(report, rarg, "superblock: %s; the backup is intact", wa);
-		if (repair && pwrite(p.fd, &b, sizeof(b), SB_OFF) == (ssize_t)sizeof(b)) {
+		/* One problem, one line: what is wrong and what became of it. */
+		if (!repair) {
+			fr_report(report, rarg, "superblock: %s; the backup is intact", wa);
+			rc = FIX_SB_LEFT;
+		} else if (pwrite(p.fd, &b, sizeof(b), SB_OFF) == (ssize_t)sizeof(b)) {
 			fsync(p.fd);
-			fr_report(report, rarg, "superblock restored from the backup");
+			fr_report(report, rarg, "superblock: %s; restored from the backup", wa);
 			(*fixed)++;
 		} else {
-			rc = fr_err(-EUCLEAN, "%s: %s", pool, wa);
+			fr_report(report, rarg,
+				  "superblock: %s; restoring it from the backup failed: %s", wa,
+				  strerror(errno));
+			rc = FIX_SB_LEFT;
 		}
 	} else if (ra) {
 		rc = fr_err(ra, "%s: %s", pool, wa);
@@ -785,6 +793,8 @@ int pmfs_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 		pool = ferrite_default_pool();
 	int fixed = 0;
 	int rc = fix_superblock(pool, repair, report, report_arg, &fixed);
+	if (rc == FIX_SB_LEFT)
+		return FERRITE_FSCK_UNCORRECTED;
 	if (rc < 0) {
 		if (rc == -EUCLEAN) {
 			fr_report(report, report_arg, "%s", fr_err_get());
