@@ -155,6 +155,7 @@ struct side;
 struct files_args {
 	const char *pool;
 	int longfmt, all, recursive; /* -l, -a, -R/-r */
+	int numeric;		     /* ls -n: numeric owner and group */
 	int n;			     /* operands */
 	char **args;
 };

@@ -7,7 +7,9 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <limits.h>
+#include <pwd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -16,10 +18,12 @@
 #include "cli.h"
 
 static const char ls_usage[] =
-    "Usage: ferrite ls [-l] [-a] [-R] [--pool POOL] [PATH...]\n"
+    "Usage: ferrite ls [-l] [-n] [-a] [-R] [--pool POOL] [PATH...]\n"
     "\nList directories of a pool (default \"/\"), names sorted, like ls(1).\n"
     "\nOptions:\n"
-    "  -l           long format: mode, links, uid, gid, size, mtime, name\n"
+    "  -l           long format: mode, links, owner, group, size, mtime, name\n"
+    "               (owner and group by name, numeric when this host has none)\n"
+    "  -n           like -l, with numeric owner and group\n"
     "  -a           include names starting with '.', and . and ..\n"
     "  -R           list subdirectories recursively\n"
     "  --pool POOL  pool to use (default: $FERRITE_POOL, else\n"
@@ -55,6 +59,9 @@ int files_parse(const char *cmd, const char *shortopts, const char *usage, int a
 		switch (opt) {
 		case 'l':
 			a->longfmt = 1;
+			break;
+		case 'n':
+			a->longfmt = a->numeric = 1;
 			break;
 		case 'a':
 			a->all = 1;
@@ -115,6 +122,76 @@ struct ls_item {
 struct ls_widths {
 	int nlink, uid, gid, size;
 };
+
+/* ---- owner and group names (ls -l) ------------------------------------------------ */
+
+#define LS_NAME_CACHE 64 /* ids remembered per kind: a listing repeats a few */
+
+struct ls_name {
+	unsigned id;
+	int named; /* this host has a name for id (else name is the number) */
+	char name[64];
+};
+
+struct ls_names {
+	struct ls_name v[LS_NAME_CACHE];
+	int n, next; /* entries used; the one replaced next when full */
+};
+
+static struct ls_names ls_users, ls_groups;
+
+/* The user (group) name of id, as ls(1) shows it: the number when this host
+ * has no name for it (the pool may come from another machine), or with -n.
+ * *named says which; the string lives until the next call. */
+static const char *ls_id_name(unsigned id, int group, int numeric, int *named)
+{
+	static char num[16];
+	struct ls_names *c = group ? &ls_groups : &ls_users;
+	char buf[4096];
+
+	*named = 0;
+	snprintf(num, sizeof(num), "%u", id);
+	if (numeric)
+		return num;
+	for (int i = 0; i < c->n; i++)
+		if (c->v[i].id == id) {
+			*named = c->v[i].named;
+			return c->v[i].name;
+		}
+	const char *name = NULL;
+	if (group) {
+		struct group gr, *g = NULL;
+		if (getgrgid_r((gid_t)id, &gr, buf, sizeof(buf), &g) == 0 && g)
+			name = g->gr_name;
+	} else {
+		struct passwd pw, *u = NULL;
+		if (getpwuid_r((uid_t)id, &pw, buf, sizeof(buf), &u) == 0 && u)
+			name = u->pw_name;
+	}
+	struct ls_name *e = &c->v[c->n < LS_NAME_CACHE ? c->n++ : c->next++ % LS_NAME_CACHE];
+	e->id = id;
+	e->named = name && strlen(name) < sizeof(e->name);
+	snprintf(e->name, sizeof(e->name), "%s", e->named ? name : num);
+	*named = e->named;
+	return e->name;
+}
+
+/* An owner or group column: a name left-aligned, a number right-aligned
+ * (as ls(1) pads them). */
+static void ls_print_id(unsigned id, int group, int numeric, int width)
+{
+	int named;
+	const char *s = ls_id_name(id, group, numeric, &named);
+
+	printf(named ? "%-*s " : "%*s ", width, s);
+}
+
+static int ls_id_width(unsigned id, int group, int numeric)
+{
+	int named;
+
+	return (int)strlen(ls_id_name(id, group, numeric, &named));
+}
 
 /* Reports a failure of the command itself (not of a pool call). */
 static void ls_fail_local(struct ls_ctx *c, const char *path, int err)
@@ -179,7 +256,7 @@ static int max_int(int a, int b)
 	return a > b ? a : b;
 }
 
-static void ls_measure(const struct ls_item *items, size_t n, struct ls_widths *w)
+static void ls_measure(const struct ls_item *items, size_t n, int numeric, struct ls_widths *w)
 {
 	size_t i;
 
@@ -188,8 +265,8 @@ static void ls_measure(const struct ls_item *items, size_t n, struct ls_widths *
 		const struct stat *st = &items[i].st;
 
 		w->nlink = max_int(w->nlink, digits(st->st_nlink));
-		w->uid = max_int(w->uid, digits(st->st_uid));
-		w->gid = max_int(w->gid, digits(st->st_gid));
+		w->uid = max_int(w->uid, ls_id_width(st->st_uid, 0, numeric));
+		w->gid = max_int(w->gid, ls_id_width(st->st_gid, 1, numeric));
 		w->size = max_int(w->size, digits((unsigned long long)st->st_size));
 	}
 }
@@ -210,9 +287,11 @@ static void ls_print_long(struct ls_ctx *c, const struct ls_item *it, const stru
 		cli_error("ls", it->path, rc);
 		c->failed = 1;
 	}
-	printf("%s %*llu %*u %*u %*lld %s ", mode, w->nlink, (unsigned long long)it->st.st_nlink,
-	       w->uid, (unsigned)it->st.st_uid, w->gid, (unsigned)it->st.st_gid, w->size,
-	       (long long)it->st.st_size, when);
+	int numeric = c->args->numeric;
+	printf("%s %*llu ", mode, w->nlink, (unsigned long long)it->st.st_nlink);
+	ls_print_id(it->st.st_uid, 0, numeric, w->uid);
+	ls_print_id(it->st.st_gid, 1, numeric, w->gid);
+	printf("%*lld %s ", w->size, (long long)it->st.st_size, when);
 	ls_show(c, it->name);
 	if (target) {
 		fputs(" -> ", stdout);
@@ -234,7 +313,7 @@ static void ls_print_items(struct ls_ctx *c, const struct ls_item *items, size_t
 		}
 		return;
 	}
-	ls_measure(items, n, &w);
+	ls_measure(items, n, c->args->numeric, &w);
 	for (i = 0; i < n; i++)
 		ls_print_long(c, &items[i], &w);
 }
@@ -443,7 +522,7 @@ static int ls_on_pool(const struct side *side, void *arg)
 int cmd_ls(int argc, char **argv)
 {
 	struct files_args a = {0};
-	int rc = files_parse("ls", ":laRh", ls_usage, argc, argv, &a);
+	int rc = files_parse("ls", ":lnaRh", ls_usage, argc, argv, &a);
 
 	if (rc != CLI_CONTINUE)
 		return rc;
