@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -558,40 +559,58 @@ out:
 
 static void usage(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: ferrite crashtest [OPTIONS]\n"
-	    "Explores the crash states of workloads: at every fence and after every\n"
-	    "operation, images of what persistent memory may hold are recovered and\n"
-	    "checked against the states the same operations produce on tmpfs.\n\n"
-	    "  -w, --workload SPEC  single | pairs | tier | random[:COUNT] | single:NAME/TREE |\n"
-	    "                       pair:A+B | random:SEED/LEN (repeatable; default:\n"
-	    "                       single and pairs); --list shows the names\n"
-	    "  -m, --mode MODE      sync, strict or both (default both); tier: a tiered\n"
-	    "                       pool (per-write consistency), with -w tier\n"
-	    "  -j, --jobs N         checkers at once (default: the number of CPUs)\n"
-	    "      --budget SECONDS stop starting workloads after this long\n"
-	    "      --seed S         random workloads and sampled images (default 1)\n"
-	    "      --random-len N   operations per random workload (default 25)\n"
-	    "      --pool-mib N     pool size (default 32 for the small tree, 64 for the\n"
-	    "                       populated one)\n"
-	    "      --nested N       images per fence of a crash during recovery (default 3)\n"
-	    "      --timeout S      per image (default 60)\n"
-	    "      --sample N       check at most N images per instant, evenly spaced (for\n"
-	    "                       slow builds such as the sanitizer one; default: all)\n"
-	    "      --point P --variant V\n"
-	    "                       replay one image of one workload (as printed by a\n"
-	    "                       violation) verbosely, keeping the image\n"
-	    "      --plant BUG      plant a known bug (skip-flush, skip-log-fence,\n"
-	    "                       rename-in-place, size-before-data; with -m tier:\n"
-	    "                       tier-undo-mark-first)\n"
-	    "      --expect-violation  succeed only if a violation is found\n"
-	    "      --json FILE      write the results as JSON\n"
-	    "      --dry-run        name and count the images, check none\n"
-	    "      --workdir DIR    scratch space (default /dev/shm)\n"
-	    "  -v, --verbose (twice: where each instant's pending stores lie) / -q, --quiet /\n"
-	    "      --list / -h, --help\n"
-	    "Exit status: 0 no violation, 1 violations, 2 usage or set-up error.\n");
+	fputs("Usage: ferrite crashtest [-m MODE] [-w SPEC]... [-j N] [--budget S] [--json FILE]\n"
+	      "                         [OPTIONS]\n"
+	      "\nExplore the crash states of workloads: at every fence and after every\n"
+	      "operation, the images persistent memory may hold are recovered and\n"
+	      "checked against the states the same operations produce on tmpfs.\n"
+	      "\nOptions:\n"
+	      "  -w, --workload SPEC  single | pairs | tier | random[:COUNT] |\n"
+	      "                       single:NAME/TREE | pair:A+B | random:SEED/LEN\n"
+	      "                       (repeatable; default: single and pairs)\n"
+	      "  -m, --mode MODE      sync, strict or both (default both); tier: a\n"
+	      "                       tiered pool (per-write consistency), with -w tier\n"
+	      "  -j, --jobs N         checkers at once (default: the number of CPUs)\n"
+	      "  --budget S           stop starting workloads after S seconds\n"
+	      "  --seed S             random workloads and sampled images (default 1)\n"
+	      "  --random-len N       operations per random workload (default 25)\n"
+	      "  --pool-mib N         pool size in MiB, even, >= 16 (default 32 for the\n"
+	      "                       small tree, 64 for the populated one)\n"
+	      "  --nested N           images per fence of a crash during recovery\n"
+	      "                       (default 3)\n"
+	      "  --timeout S          seconds per image (default 60)\n"
+	      "  --sample N           check at most N images per instant, evenly spaced\n"
+	      "                       (for slow builds such as the sanitizer one;\n"
+	      "                       default: all)\n"
+	      "  --point P            with --variant V: replay one image of one workload\n"
+	      "  --variant V          (as printed by a violation) verbosely, keeping it\n"
+	      "  --plant BUG          plant a known bug: skip-flush, skip-log-fence,\n"
+	      "                       rename-in-place, size-before-data; with -m tier:\n"
+	      "                       tier-undo-mark-first\n"
+	      "  --expect-violation   succeed only if a violation is found\n"
+	      "  --json FILE          write the results as JSON\n"
+	      "  --dry-run            name and count the images, check none\n"
+	      "  --workdir DIR        scratch space (default /dev/shm)\n"
+	      "  --list               list the workloads' names and exit\n"
+	      "  -v, --verbose        more detail; twice: where each instant's pending\n"
+	      "                       stores lie\n"
+	      "  -q, --quiet          only violations and the summary\n"
+	      "  -h, --help           show this help\n"
+	      "\nExit status: 0 no violation, 1 violations, 2 usage or set-up error.\n",
+	      f);
+}
+
+/* A bad command line: one line and where to look, like the other commands. */
+static int usage_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static int usage_error(const char *fmt, ...)
+{
+	va_list ap;
+	fputs("ferrite crashtest: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputs("\nTry 'ferrite crashtest --help' for more information.\n", stderr);
+	return 2;
 }
 
 static int parse_mode(const char *s)
@@ -683,10 +702,9 @@ int main(int argc, char **argv)
 			if (O.nspecs < 64)
 				O.specs[O.nspecs++] = v;
 		} else if (ARG("--mode", "-m")) {
-			if (parse_mode(v) < 0) {
-				fprintf(stderr, "crashtest: unknown mode %s\n", v);
-				return 2;
-			}
+			if (parse_mode(v) < 0)
+				return usage_error("invalid mode '%s' (sync, strict, both or tier)",
+						   v);
 		} else if (ARG("--jobs", "-j")) {
 			O.jobs = atoi(v) > 0 ? atoi(v) : 1;
 		} else if (ARG("--budget", NULL)) {
@@ -728,9 +746,7 @@ int main(int argc, char **argv)
 			usage(stdout);
 			return 0;
 		} else {
-			fprintf(stderr, "crashtest: unknown or incomplete option %s\n", a);
-			usage(stderr);
-			return 2;
+			return usage_error("unknown option, or one missing its value: '%s'", a);
 		}
 	}
 	if ((O.point >= 0) != (O.variant >= 0)) {
