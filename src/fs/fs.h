@@ -10,6 +10,7 @@
 #ifndef FERRITE_FS_H
 #define FERRITE_FS_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -82,14 +83,22 @@ struct ferrite_fs {
 
 /* Every public call returns through api_end (or api_end_ss for byte counts):
  * a failure gets a message (ferrite_errmsg), and debug builds check that the
- * call left nothing it stored unflushed or unfenced (persist/pm.h). */
-#define api_end(rc) (pm_op_end_check(__func__), fr_err_finish(rc))
+ * call left nothing it stored unflushed or unfenced (persist/pm.h). The
+ * allocators' bare -ENOSPC says where, like the paths that know more
+ * ("no space left for inodes"). */
+static inline int api_err_finish(int rc)
+{
+	if (rc == -ENOSPC && !fr_err_isset())
+		return fr_err(rc, "no space left in the pool");
+	return fr_err_finish(rc);
+}
+#define api_end(rc) (pm_op_end_check(__func__), api_err_finish(rc))
 static inline ssize_t api_end_ss_(ssize_t rc, const char *fn)
 {
 	(void)fn;
 	pm_op_end_check(fn);
 	if (rc < 0)
-		fr_err_finish((int)rc);
+		api_err_finish((int)rc);
 	return rc;
 }
 #define api_end_ss(rc) api_end_ss_((rc), __func__)

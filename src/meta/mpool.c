@@ -109,7 +109,7 @@ static int new_block(struct meta *m, struct tx *tx, struct mp_head *h, enum mp_i
 {
 	int64_t u = bud_alloc(tx, mp_block_order(m, id));
 	if (u < 0)
-		return u == -EUCLEAN ? (int)u : fr_err(-ENOSPC, "no space for more metadata");
+		return u == -EUCLEAN ? (int)u : fr_err(-ENOSPC, "no space left for metadata");
 	uint64_t off = (uint64_t)u << FR_PAGE_SHIFT;
 	struct mp_block img = {
 	    .mpb_magic = MPB_MAGIC,
