@@ -27,8 +27,7 @@ mkdir -p "$out/man1"
 # help2man runs a wrapper per page: --version names the page, --help is the
 # command's own, with the usage lines help2man cannot read as a synopsis
 # rewritten: a further "ferrite ..." line becomes "or: ferrite ...", and a
-# line that continues a long usage line is joined to it. In the list of
-# commands a name as long as its column gets the two blanks help2man needs.
+# line that continues a long usage line is joined to it.
 wrapper() { # wrapper NAME ARGS...
 	local w="$tmp/$1"
 	shift
@@ -42,8 +41,6 @@ wrapper() { # wrapper NAME ARGS...
 	usage && /^[ \t]+ferrite( |$)/ { print line; line = $0; sub(/^[ \t]+/, "  or: ", line); next }
 	usage && /^[ \t]+[^ \t]/ { l = $0; sub(/^[ \t]+/, " ", l); line = line l; next }
 	usage { print line; usage = 0 }
-	/^Commands:/ { cmds = 1 } /^$/ { cmds = 0 }
-	cmds && /^  [a-z]/ { sub(/^  [^ ]+ /, "&  ") }
 	{ print }
 	END { if (usage) print line }'
 AWK

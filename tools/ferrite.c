@@ -33,7 +33,7 @@ static const struct cli_cmd commands[] = {
     {"mkdir", cmd_mkdir, "create directories in a pool"},
     {"mv", cmd_mv, "rename or move files inside a pool"},
     {"mount", cmd_mount, "mount a pool on a directory (FUSE)"},
-    {"umount", cmd_umount, "unmount it and wait for the pool to be released"},
+    {"umount", cmd_umount, "unmount a mounted pool and wait until it is released"},
     {"run", cmd_run, "run a program with its files under /pm in a pool"},
     {"stats", cmd_stats, "show what the cache of a tiered pool does"},
     {"crashtest", cmd_crashtest, "explore crash states: recover and check every image"},
@@ -53,8 +53,13 @@ static void print_main_usage(FILE *out)
 	      "formats, checks and inspects its pools and copies files in and out.\n"
 	      "\nCommands:\n",
 	      out);
+	/* two blanks after the longest name, as help2man and the eye want */
+	int width = 0;
 	for (i = 0; i < N_COMMANDS; i++)
-		fprintf(out, "  %-9s %s\n", commands[i].name, commands[i].summary);
+		if ((int)strlen(commands[i].name) > width)
+			width = (int)strlen(commands[i].name);
+	for (i = 0; i < N_COMMANDS; i++)
+		fprintf(out, "  %-*s  %s\n", width, commands[i].name, commands[i].summary);
 	fputs("\nGlobal options:\n"
 	      "  --pool POOL    pool for the command (default: $FERRITE_POOL, else\n"
 	      "                 /dev/shm/ferrite/default.pool)\n"

@@ -559,8 +559,8 @@ out:
 
 static void usage(FILE *f)
 {
-	fputs("Usage: ferrite crashtest [-m MODE] [-w SPEC]... [-j N] [--budget S] [--json FILE]\n"
-	      "                         [OPTIONS]\n"
+	fputs("Usage: ferrite crashtest [-m MODE] [-w SPEC]... [-j N] [--budget S]\n"
+	      "                         [--json FILE] [OPTIONS]\n"
 	      "\nExplore the crash states of workloads: at every fence and after every\n"
 	      "operation, the images persistent memory may hold are recovered and\n"
 	      "checked against the states the same operations produce on tmpfs.\n"
@@ -582,8 +582,9 @@ static void usage(FILE *f)
 	      "  --sample N           check at most N images per instant, evenly spaced\n"
 	      "                       (for slow builds such as the sanitizer one;\n"
 	      "                       default: all)\n"
-	      "  --point P            with --variant V: replay one image of one workload\n"
-	      "  --variant V          (as printed by a violation) verbosely, keeping it\n"
+	      "  --point P            replay the image of instant P (with --variant V, as\n"
+	      "                       a violation prints them) verbosely, keeping it\n"
+	      "  --variant V          the variant of that image (with --point P)\n"
 	      "  --plant BUG          plant a known bug: skip-flush, skip-log-fence,\n"
 	      "                       rename-in-place, size-before-data; with -m tier:\n"
 	      "                       tier-undo-mark-first\n"
