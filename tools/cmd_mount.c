@@ -1,5 +1,5 @@
 /*
- * cmd_mount.c -- `ferrite mount [POOL] DIR` and `ferrite umount DIR`: checks
+ * cmd_mount.c -- `ferrite mount POOL DIR` and `ferrite umount DIR`: checks
  * the pool and the mount point so mistakes get a clear message, runs the
  * FUSE daemon (src/fuse) in the background (or the foreground with -f), and
  * unmounts, waiting until the daemon has released the pool.
