@@ -14,9 +14,9 @@
 static const char mkfs_usage[] =
     "Usage: ferrite mkfs [--size N] [--mode sync|strict] [--label LABEL] [--force]\n"
     "                    [--no-hugepages] [POOL]\n"
-    "       ferrite mkfs --tier BACKING_DIR [--consistency write|epoch] [--flush-ms N]\n"
-    "                    [--epoch-ms N] [--writeback cached|direct] [--size N]\n"
-    "                    [--label LABEL] [--force] [POOL]\n"
+    "       ferrite mkfs --tier BACKING_DIR [--consistency write|epoch]\n"
+    "                    [--flush-ms N] [--epoch-ms N] [--writeback cached|direct]\n"
+    "                    [--size N] [--label LABEL] [--force] [POOL]\n"
     "\nFormat POOL as an empty Ferrite pool. POOL is a regular file (created if\n"
     "missing), a device-DAX node, or a file on a DAX file system.\n"
     "\nWith --tier, POOL becomes a persistent cache in front of BACKING_DIR, a\n"

@@ -28,7 +28,8 @@
 #define CLI_EXIT_NOT_RUNNABLE 126
 
 static const char run_usage[] =
-    "Usage: ferrite run [--pool POOL] [--prefix DIR] [--mode strict|sync] [--] CMD [ARGS...]\n"
+    "Usage: ferrite run [--pool POOL] [--prefix DIR] [--mode strict|sync] [--]\n"
+    "                   CMD [ARGS...]\n"
     "\nRun CMD with the Ferrite preload shim: every file call on a path under\n"
     "DIR (default /pm) goes to POOL inside the process (\"/pm/a/b\" is \"/a/b\"\n"
     "in the pool); every other path goes to the kernel as usual.\n"
