@@ -19,6 +19,8 @@
  *               name (empty, with '/' or NUL, a second "." or ".."): the pool
  *               is input, and readdir fails with EUCLEAN at such an entry
  *               (util/entname.h, docs/security.md).
+ *             R5 the page cache never keeps data the pool refused: a failed
+ *               write-back of mapped pages is replaced by the pool's bytes.
  * Crash argument: the daemon keeps nothing persistent of its own.
  * Locking: per directory stream, a mutex (the kernel may read one open
  *   directory from several threads); none otherwise.
@@ -460,6 +462,66 @@ static void ll_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		fuse_reply_buf(req, buf, (size_t)n);
 }
 
+/* R5: a write-back of the kernel's pages (stores through a shared mapping)
+ * that the pool refused, ENOSPC in a hole of a full pool, would leave those
+ * pages in the page cache, clean, showing data the pool does not hold. The
+ * kernel records the error for msync, fsync and close; the daemon puts what
+ * the pool holds into the pages before it replies, so when msync returns
+ * every reader and the writer's own mapping see the pool's bytes. That is
+ * safe inside the request: storing into the cache waits for no page under
+ * write-back, and a store by the program into these pages waits in
+ * page_mkwrite until the reply. If the pool's bytes cannot be read, the
+ * pages are dropped instead, on a thread of its own after the reply (a drop
+ * waits for the write-back that the reply ends). */
+struct refused_pages {
+	struct fuse_session *se;
+	fuse_ino_t ino;
+	off_t off, len;
+};
+
+static void *drop_refused_thread(void *arg)
+{
+	struct refused_pages *rp = arg;
+	fuse_lowlevel_notify_inval_inode(rp->se, rp->ino, rp->off, rp->len);
+	free(rp);
+	return NULL;
+}
+
+static void drop_pages_after_reply(struct ffront *ff, fuse_ino_t ino, off_t off, size_t len)
+{
+	struct refused_pages *rp = malloc(sizeof(*rp));
+	pthread_t t;
+	pthread_attr_t attr;
+	if (!rp) /* out of memory: the error still reaches msync and fsync */
+		return;
+	*rp = (struct refused_pages){ff->se, ino, off, (off_t)len};
+	if (pthread_attr_init(&attr) != 0) {
+		free(rp);
+		return;
+	}
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, drop_refused_thread, rp) != 0)
+		free(rp);
+	pthread_attr_destroy(&attr);
+}
+
+/* Before the reply: 0 when the cache now holds the pool's bytes of the range. */
+static int restore_refused_pages(struct ffront *ff, fuse_ino_t ino, int fd, off_t off, size_t len)
+{
+	void *buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	ssize_t n = ferrite_pread(ff->fs, fd, buf, len, off);
+	int rc = n == (ssize_t)len ? 0 : -EIO; /* short: the file shrank meanwhile */
+	if (rc == 0) {
+		struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
+		bv.buf[0].mem = buf;
+		rc = fuse_lowlevel_notify_store(ff->se, ino, off, &bv, 0);
+	}
+	free(buf);
+	return rc;
+}
+
 static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
 			 struct fuse_file_info *fi)
 {
@@ -483,10 +545,17 @@ static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 	/* R1: ferrite_pwrite returned, the data is durable */
 	if (n > 0)
 		drop_setid(req, ff, ino, (int)fi->fh);
+	int drop = 0;
+	if (fi->writepage && n >= 0 && (size_t)n < size)
+		n = -ENOSPC;	    /* the kernel ignores a short count for its pages */
+	if (fi->writepage && n < 0) /* R5 */
+		drop = restore_refused_pages(ff, ino, (int)fi->fh, off, size) != 0;
 	if (n < 0)
 		reply_rc(req, (int)n);
 	else
 		fuse_reply_write(req, (size_t)n);
+	if (drop)
+		drop_pages_after_reply(ff, ino, off, size);
 }
 
 static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
