@@ -334,6 +334,11 @@ struct ferrite_info {
 	 * given back whenever an allocation would otherwise fail. */
 	uint64_t prealloc_bytes;
 	uint64_t inode_block_bytes; /* inode slots come in blocks of this size */
+	/* This process's kernel mappings of the files' windows (an upper bound),
+	 * the number past which they are all dropped between two calls and
+	 * mapped again as used (an eighth of vm.max_map_count), and how often
+	 * that happened. */
+	uint64_t window_mappings, window_mapping_budget, window_evictions;
 };
 
 FERRITE_API int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info);

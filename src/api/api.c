@@ -13,14 +13,28 @@
 #include "tier/tier_api.h"
 #include "util/util.h"
 
+/* A call into the pm engine, bracketed (fs/pmfs.h: pmfs_call_enter). */
+#define PM_CALL(fs, call)                                                                          \
+	({                                                                                         \
+		pmfs_call_enter(fs);                                                               \
+		__typeof__(call) pm_call_rc_ = (call);                                             \
+		pmfs_call_leave();                                                                 \
+		pm_call_rc_;                                                                       \
+	})
+
 static inline int is_tier(ferrite_fs *fs)
 {
 	return fs && ((const struct fr_handle *)fs)->engine == FR_ENGINE_TIER;
 }
 
+static inline ferrite_fs *dir_fs(ferrite_dir *dir)
+{
+	return dir ? *(ferrite_fs **)dir : NULL;
+}
+
 static inline int dir_is_tier(ferrite_dir *dir)
 {
-	return dir && is_tier(*(ferrite_fs **)dir);
+	return is_tier(dir_fs(dir));
 }
 
 int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
@@ -69,35 +83,35 @@ int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
 {
 	if (is_tier(fs))
 		return tier_openat(fs, FERRITE_AT_ROOT, path, flags, mode);
-	return pmfs_open(fs, path, flags, mode);
+	return PM_CALL(fs, pmfs_open(fs, path, flags, mode));
 }
 
 int ferrite_close(ferrite_fs *fs, int fd)
 {
 	if (is_tier(fs))
 		return tier_close(fs, fd);
-	return pmfs_close(fs, fd);
+	return PM_CALL(fs, pmfs_close(fs, fd));
 }
 
 int ferrite_dup(ferrite_fs *fs, int fd)
 {
 	if (is_tier(fs))
 		return tier_dup(fs, fd);
-	return pmfs_dup(fs, fd);
+	return PM_CALL(fs, pmfs_dup(fs, fd));
 }
 
 ssize_t ferrite_read(ferrite_fs *fs, int fd, void *buf, size_t count)
 {
 	if (is_tier(fs))
 		return tier_rw(fs, fd, &(struct iovec){buf, count}, 1, -1, 0);
-	return pmfs_read(fs, fd, buf, count);
+	return PM_CALL(fs, pmfs_read(fs, fd, buf, count));
 }
 
 ssize_t ferrite_write(ferrite_fs *fs, int fd, const void *buf, size_t count)
 {
 	if (is_tier(fs))
 		return tier_rw(fs, fd, &(struct iovec){(void *)buf, count}, 1, -1, 1);
-	return pmfs_write(fs, fd, buf, count);
+	return PM_CALL(fs, pmfs_write(fs, fd, buf, count));
 }
 
 ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset)
@@ -105,7 +119,7 @@ ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t off
 	if (is_tier(fs))
 		return offset < 0 ? fr_err_finish(fr_err(-EINVAL, "negative offset"))
 				  : tier_rw(fs, fd, &(struct iovec){buf, count}, 1, offset, 0);
-	return pmfs_pread(fs, fd, buf, count, offset);
+	return PM_CALL(fs, pmfs_pread(fs, fd, buf, count, offset));
 }
 
 ssize_t ferrite_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset)
@@ -114,21 +128,21 @@ ssize_t ferrite_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, of
 		return offset < 0
 			   ? fr_err_finish(fr_err(-EINVAL, "negative offset"))
 			   : tier_rw(fs, fd, &(struct iovec){(void *)buf, count}, 1, offset, 1);
-	return pmfs_pwrite(fs, fd, buf, count, offset);
+	return PM_CALL(fs, pmfs_pwrite(fs, fd, buf, count, offset));
 }
 
 ssize_t ferrite_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
 {
 	if (is_tier(fs))
 		return tier_rw(fs, fd, iov, iovcnt, -1, 0);
-	return pmfs_readv(fs, fd, iov, iovcnt);
+	return PM_CALL(fs, pmfs_readv(fs, fd, iov, iovcnt));
 }
 
 ssize_t ferrite_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
 {
 	if (is_tier(fs))
 		return tier_rw(fs, fd, iov, iovcnt, -1, 1);
-	return pmfs_writev(fs, fd, iov, iovcnt);
+	return PM_CALL(fs, pmfs_writev(fs, fd, iov, iovcnt));
 }
 
 ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
@@ -136,7 +150,7 @@ ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 	if (is_tier(fs))
 		return offset < 0 ? fr_err_finish(fr_err(-EINVAL, "negative offset"))
 				  : tier_rw(fs, fd, iov, iovcnt, offset, 0);
-	return pmfs_preadv(fs, fd, iov, iovcnt, offset);
+	return PM_CALL(fs, pmfs_preadv(fs, fd, iov, iovcnt, offset));
 }
 
 ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
@@ -144,154 +158,154 @@ ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iov
 	if (is_tier(fs))
 		return offset < 0 ? fr_err_finish(fr_err(-EINVAL, "negative offset"))
 				  : tier_rw(fs, fd, iov, iovcnt, offset, 1);
-	return pmfs_pwritev(fs, fd, iov, iovcnt, offset);
+	return PM_CALL(fs, pmfs_pwritev(fs, fd, iov, iovcnt, offset));
 }
 
 off_t ferrite_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 {
 	if (is_tier(fs))
 		return tier_lseek(fs, fd, offset, whence);
-	return pmfs_lseek(fs, fd, offset, whence);
+	return PM_CALL(fs, pmfs_lseek(fs, fd, offset, whence));
 }
 
 int ferrite_ftruncate(ferrite_fs *fs, int fd, off_t length)
 {
 	if (is_tier(fs))
 		return tier_ftruncate(fs, fd, length);
-	return pmfs_ftruncate(fs, fd, length);
+	return PM_CALL(fs, pmfs_ftruncate(fs, fd, length));
 }
 
 int ferrite_truncate(ferrite_fs *fs, const char *path, off_t length)
 {
 	if (is_tier(fs))
 		return tier_truncate(fs, path, length);
-	return pmfs_truncate(fs, path, length);
+	return PM_CALL(fs, pmfs_truncate(fs, path, length));
 }
 
 int ferrite_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 {
 	if (is_tier(fs))
 		return tier_fallocate(fs, fd, mode, offset, len);
-	return pmfs_fallocate(fs, fd, mode, offset, len);
+	return PM_CALL(fs, pmfs_fallocate(fs, fd, mode, offset, len));
 }
 
 int ferrite_fsync(ferrite_fs *fs, int fd)
 {
 	if (is_tier(fs))
 		return tier_fsync(fs, fd);
-	return pmfs_fsync(fs, fd);
+	return PM_CALL(fs, pmfs_fsync(fs, fd));
 }
 
 int ferrite_fdatasync(ferrite_fs *fs, int fd)
 {
 	if (is_tier(fs))
 		return tier_fsync(fs, fd);
-	return pmfs_fdatasync(fs, fd);
+	return PM_CALL(fs, pmfs_fdatasync(fs, fd));
 }
 
 int ferrite_stat(ferrite_fs *fs, const char *path, struct stat *st)
 {
 	if (is_tier(fs))
 		return tier_fstatat(fs, FERRITE_AT_ROOT, path, st, 0);
-	return pmfs_stat(fs, path, st);
+	return PM_CALL(fs, pmfs_stat(fs, path, st));
 }
 
 int ferrite_lstat(ferrite_fs *fs, const char *path, struct stat *st)
 {
 	if (is_tier(fs))
 		return tier_fstatat(fs, FERRITE_AT_ROOT, path, st, AT_SYMLINK_NOFOLLOW);
-	return pmfs_lstat(fs, path, st);
+	return PM_CALL(fs, pmfs_lstat(fs, path, st));
 }
 
 int ferrite_fstat(ferrite_fs *fs, int fd, struct stat *st)
 {
 	if (is_tier(fs))
 		return tier_fstat(fs, fd, st);
-	return pmfs_fstat(fs, fd, st);
+	return PM_CALL(fs, pmfs_fstat(fs, fd, st));
 }
 
 int ferrite_statvfs(ferrite_fs *fs, struct statvfs *sv)
 {
 	if (is_tier(fs))
 		return tier_statvfs(fs, sv);
-	return pmfs_statvfs(fs, sv);
+	return PM_CALL(fs, pmfs_statvfs(fs, sv));
 }
 
 int ferrite_chmod(ferrite_fs *fs, const char *path, mode_t mode)
 {
 	if (is_tier(fs))
 		return tier_fchmodat(fs, FERRITE_AT_ROOT, path, mode, 0);
-	return pmfs_chmod(fs, path, mode);
+	return PM_CALL(fs, pmfs_chmod(fs, path, mode));
 }
 
 int ferrite_fchmod(ferrite_fs *fs, int fd, mode_t mode)
 {
 	if (is_tier(fs))
 		return tier_fchmod(fs, fd, mode);
-	return pmfs_fchmod(fs, fd, mode);
+	return PM_CALL(fs, pmfs_fchmod(fs, fd, mode));
 }
 
 int ferrite_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
 {
 	if (is_tier(fs))
 		return tier_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, 0);
-	return pmfs_chown(fs, path, uid, gid);
+	return PM_CALL(fs, pmfs_chown(fs, path, uid, gid));
 }
 
 int ferrite_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
 {
 	if (is_tier(fs))
 		return tier_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, AT_SYMLINK_NOFOLLOW);
-	return pmfs_lchown(fs, path, uid, gid);
+	return PM_CALL(fs, pmfs_lchown(fs, path, uid, gid));
 }
 
 int ferrite_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
 {
 	if (is_tier(fs))
 		return tier_fchown(fs, fd, uid, gid);
-	return pmfs_fchown(fs, fd, uid, gid);
+	return PM_CALL(fs, pmfs_fchown(fs, fd, uid, gid));
 }
 
 int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
 {
 	if (is_tier(fs))
 		return tier_utimensat(fs, FERRITE_AT_ROOT, path, times, flags);
-	return pmfs_utimens(fs, path, times, flags);
+	return PM_CALL(fs, pmfs_utimens(fs, path, times, flags));
 }
 
 int ferrite_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 {
 	if (is_tier(fs))
 		return tier_futimens(fs, fd, times);
-	return pmfs_futimens(fs, fd, times);
+	return PM_CALL(fs, pmfs_futimens(fs, fd, times));
 }
 
 int ferrite_access(ferrite_fs *fs, const char *path, int mode)
 {
 	if (is_tier(fs))
 		return tier_faccessat(fs, FERRITE_AT_ROOT, path, mode, 0);
-	return pmfs_access(fs, path, mode);
+	return PM_CALL(fs, pmfs_access(fs, path, mode));
 }
 
 int ferrite_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
 {
 	if (is_tier(fs))
 		return tier_mkdirat(fs, FERRITE_AT_ROOT, path, mode);
-	return pmfs_mkdir(fs, path, mode);
+	return PM_CALL(fs, pmfs_mkdir(fs, path, mode));
 }
 
 int ferrite_rmdir(ferrite_fs *fs, const char *path)
 {
 	if (is_tier(fs))
 		return tier_unlinkat(fs, FERRITE_AT_ROOT, path, AT_REMOVEDIR);
-	return pmfs_rmdir(fs, path);
+	return PM_CALL(fs, pmfs_rmdir(fs, path));
 }
 
 int ferrite_unlink(ferrite_fs *fs, const char *path)
 {
 	if (is_tier(fs))
 		return tier_unlinkat(fs, FERRITE_AT_ROOT, path, 0);
-	return pmfs_unlink(fs, path);
+	return PM_CALL(fs, pmfs_unlink(fs, path));
 }
 
 int ferrite_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
@@ -299,70 +313,70 @@ int ferrite_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, uns
 	if (is_tier(fs))
 		return tier_renameat2(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath,
 				      flags);
-	return pmfs_rename(fs, oldpath, newpath, flags);
+	return PM_CALL(fs, pmfs_rename(fs, oldpath, newpath, flags));
 }
 
 int ferrite_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
 {
 	if (is_tier(fs))
 		return tier_linkat(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, 0);
-	return pmfs_link(fs, oldpath, newpath);
+	return PM_CALL(fs, pmfs_link(fs, oldpath, newpath));
 }
 
 int ferrite_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
 {
 	if (is_tier(fs))
 		return tier_symlinkat(fs, target, FERRITE_AT_ROOT, linkpath);
-	return pmfs_symlink(fs, target, linkpath);
+	return PM_CALL(fs, pmfs_symlink(fs, target, linkpath));
 }
 
 ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
 {
 	if (is_tier(fs))
 		return tier_readlinkat(fs, FERRITE_AT_ROOT, path, buf, size);
-	return pmfs_readlink(fs, path, buf, size);
+	return PM_CALL(fs, pmfs_readlink(fs, path, buf, size));
 }
 
 int ferrite_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
 {
 	if (is_tier(fs))
 		return tier_openat(fs, dirfd, path, flags, mode);
-	return pmfs_openat(fs, dirfd, path, flags, mode);
+	return PM_CALL(fs, pmfs_openat(fs, dirfd, path, flags, mode));
 }
 
 int ferrite_reopen(ferrite_fs *fs, int fd, int flags)
 {
 	if (is_tier(fs))
 		return tier_reopen(fs, fd, flags);
-	return pmfs_reopen(fs, fd, flags);
+	return PM_CALL(fs, pmfs_reopen(fs, fd, flags));
 }
 
 int ferrite_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags)
 {
 	if (is_tier(fs))
 		return tier_fstatat(fs, dirfd, path, st, flags);
-	return pmfs_fstatat(fs, dirfd, path, st, flags);
+	return PM_CALL(fs, pmfs_fstatat(fs, dirfd, path, st, flags));
 }
 
 int ferrite_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags)
 {
 	if (is_tier(fs))
 		return tier_faccessat(fs, dirfd, path, mode, flags);
-	return pmfs_faccessat(fs, dirfd, path, mode, flags);
+	return PM_CALL(fs, pmfs_faccessat(fs, dirfd, path, mode, flags));
 }
 
 int ferrite_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags)
 {
 	if (is_tier(fs))
 		return tier_fchmodat(fs, dirfd, path, mode, flags);
-	return pmfs_fchmodat(fs, dirfd, path, mode, flags);
+	return PM_CALL(fs, pmfs_fchmodat(fs, dirfd, path, mode, flags));
 }
 
 int ferrite_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
 {
 	if (is_tier(fs))
 		return tier_fchownat(fs, dirfd, path, uid, gid, flags);
-	return pmfs_fchownat(fs, dirfd, path, uid, gid, flags);
+	return PM_CALL(fs, pmfs_fchownat(fs, dirfd, path, uid, gid, flags));
 }
 
 int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct timespec times[2],
@@ -370,21 +384,21 @@ int ferrite_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct 
 {
 	if (is_tier(fs))
 		return tier_utimensat(fs, dirfd, path, times, flags);
-	return pmfs_utimensat(fs, dirfd, path, times, flags);
+	return PM_CALL(fs, pmfs_utimensat(fs, dirfd, path, times, flags));
 }
 
 int ferrite_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
 {
 	if (is_tier(fs))
 		return tier_mkdirat(fs, dirfd, path, mode);
-	return pmfs_mkdirat(fs, dirfd, path, mode);
+	return PM_CALL(fs, pmfs_mkdirat(fs, dirfd, path, mode));
 }
 
 int ferrite_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
 {
 	if (is_tier(fs))
 		return tier_unlinkat(fs, dirfd, path, flags);
-	return pmfs_unlinkat(fs, dirfd, path, flags);
+	return PM_CALL(fs, pmfs_unlinkat(fs, dirfd, path, flags));
 }
 
 int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
@@ -392,7 +406,7 @@ int ferrite_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int new
 {
 	if (is_tier(fs))
 		return tier_renameat2(fs, olddirfd, oldpath, newdirfd, newpath, flags);
-	return pmfs_renameat2(fs, olddirfd, oldpath, newdirfd, newpath, flags);
+	return PM_CALL(fs, pmfs_renameat2(fs, olddirfd, oldpath, newdirfd, newpath, flags));
 }
 
 int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
@@ -400,56 +414,56 @@ int ferrite_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 {
 	if (is_tier(fs))
 		return tier_linkat(fs, olddirfd, oldpath, newdirfd, newpath, flags);
-	return pmfs_linkat(fs, olddirfd, oldpath, newdirfd, newpath, flags);
+	return PM_CALL(fs, pmfs_linkat(fs, olddirfd, oldpath, newdirfd, newpath, flags));
 }
 
 int ferrite_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const char *linkpath)
 {
 	if (is_tier(fs))
 		return tier_symlinkat(fs, target, newdirfd, linkpath);
-	return pmfs_symlinkat(fs, target, newdirfd, linkpath);
+	return PM_CALL(fs, pmfs_symlinkat(fs, target, newdirfd, linkpath));
 }
 
 ssize_t ferrite_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size)
 {
 	if (is_tier(fs))
 		return tier_readlinkat(fs, dirfd, path, buf, size);
-	return pmfs_readlinkat(fs, dirfd, path, buf, size);
+	return PM_CALL(fs, pmfs_readlinkat(fs, dirfd, path, buf, size));
 }
 
 int ferrite_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev)
 {
 	if (is_tier(fs))
 		return tier_mknodat(fs, dirfd, path, mode, rdev);
-	return pmfs_mknodat(fs, dirfd, path, mode, rdev);
+	return PM_CALL(fs, pmfs_mknodat(fs, dirfd, path, mode, rdev));
 }
 
 int ferrite_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 {
 	if (is_tier(fs))
 		return tier_fdopendir(fs, fd, out);
-	return pmfs_fdopendir(fs, fd, out);
+	return PM_CALL(fs, pmfs_fdopendir(fs, fd, out));
 }
 
 int ferrite_getfl(ferrite_fs *fs, int fd)
 {
 	if (is_tier(fs))
 		return tier_getfl(fs, fd);
-	return pmfs_getfl(fs, fd);
+	return PM_CALL(fs, pmfs_getfl(fs, fd));
 }
 
 int ferrite_setfl(ferrite_fs *fs, int fd, int flags)
 {
 	if (is_tier(fs))
 		return tier_setfl(fs, fd, flags);
-	return pmfs_setfl(fs, fd, flags);
+	return PM_CALL(fs, pmfs_setfl(fs, fd, flags));
 }
 
 int ferrite_set_link_prefix(ferrite_fs *fs, const char *prefix)
 {
 	if (is_tier(fs))
 		return tier_set_link_prefix(fs, prefix);
-	return pmfs_set_link_prefix(fs, prefix);
+	return PM_CALL(fs, pmfs_set_link_prefix(fs, prefix));
 }
 
 ssize_t ferrite_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out,
@@ -457,56 +471,56 @@ ssize_t ferrite_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd
 {
 	if (is_tier(fs))
 		return tier_copy_file_range(fs, fd_in, off_in, fd_out, off_out, len, flags);
-	return pmfs_copy_file_range(fs, fd_in, off_in, fd_out, off_out, len, flags);
+	return PM_CALL(fs, pmfs_copy_file_range(fs, fd_in, off_in, fd_out, off_out, len, flags));
 }
 
 int ferrite_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out)
 {
 	if (is_tier(fs))
 		return tier_opendir(fs, path, out);
-	return pmfs_opendir(fs, path, out);
+	return PM_CALL(fs, pmfs_opendir(fs, path, out));
 }
 
 int ferrite_readdir(ferrite_dir *dir, struct ferrite_dirent *ent)
 {
 	if (dir_is_tier(dir))
 		return tier_readdir(dir, ent);
-	return pmfs_readdir(dir, ent);
+	return PM_CALL(dir_fs(dir), pmfs_readdir(dir, ent));
 }
 
 int64_t ferrite_telldir(ferrite_dir *dir)
 {
 	if (dir_is_tier(dir))
 		return tier_telldir(dir);
-	return pmfs_telldir(dir);
+	return PM_CALL(dir_fs(dir), pmfs_telldir(dir));
 }
 
 int ferrite_seekdir(ferrite_dir *dir, int64_t cookie)
 {
 	if (dir_is_tier(dir))
 		return tier_seekdir(dir, cookie);
-	return pmfs_seekdir(dir, cookie);
+	return PM_CALL(dir_fs(dir), pmfs_seekdir(dir, cookie));
 }
 
 int ferrite_rewinddir(ferrite_dir *dir)
 {
 	if (dir_is_tier(dir))
 		return tier_rewinddir(dir);
-	return pmfs_rewinddir(dir);
+	return PM_CALL(dir_fs(dir), pmfs_rewinddir(dir));
 }
 
 int ferrite_closedir(ferrite_dir *dir)
 {
 	if (dir_is_tier(dir))
 		return tier_closedir(dir);
-	return pmfs_closedir(dir);
+	return PM_CALL(dir_fs(dir), pmfs_closedir(dir));
 }
 
 int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info)
 {
 	if (is_tier(fs))
 		return tier_get_info(fs, info);
-	return pmfs_get_info(fs, info);
+	return PM_CALL(fs, pmfs_get_info(fs, info));
 }
 
 int ferrite_probe(const char *pool, struct ferrite_probe *out)
@@ -557,7 +571,7 @@ int ferrite_inode_info(ferrite_fs *fs, uint64_t ino, struct ferrite_inode_info *
 	if (is_tier(fs))
 		return fr_err_finish(
 		    fr_err(-EOPNOTSUPP, "a tiered pool's inodes are its backing directory's"));
-	return pmfs_inode_info(fs, ino, out);
+	return PM_CALL(fs, pmfs_inode_info(fs, ino, out));
 }
 
 int ferrite_inode_extents(ferrite_fs *fs, uint64_t ino,
@@ -566,14 +580,14 @@ int ferrite_inode_extents(ferrite_fs *fs, uint64_t ino,
 	if (is_tier(fs))
 		return fr_err_finish(
 		    fr_err(-EOPNOTSUPP, "a tiered pool's data lies in its backing directory"));
-	return pmfs_inode_extents(fs, ino, cb, arg);
+	return PM_CALL(fs, pmfs_inode_extents(fs, ino, cb, arg));
 }
 
 ssize_t ferrite_fgetxattr(ferrite_fs *fs, int fd, const char *name, void *value, size_t size)
 {
 	if (is_tier(fs))
 		return tier_getxattrat(fs, fd, "", AT_EMPTY_PATH, name, value, size);
-	return pmfs_fgetxattr(fs, fd, name, value, size);
+	return PM_CALL(fs, pmfs_fgetxattr(fs, fd, name, value, size));
 }
 
 int ferrite_fsetxattr(ferrite_fs *fs, int fd, const char *name, const void *value, size_t size,
@@ -581,21 +595,21 @@ int ferrite_fsetxattr(ferrite_fs *fs, int fd, const char *name, const void *valu
 {
 	if (is_tier(fs))
 		return tier_setxattrat(fs, fd, "", AT_EMPTY_PATH, name, value, size, flags);
-	return pmfs_fsetxattr(fs, fd, name, value, size, flags);
+	return PM_CALL(fs, pmfs_fsetxattr(fs, fd, name, value, size, flags));
 }
 
 ssize_t ferrite_flistxattr(ferrite_fs *fs, int fd, char *list, size_t size)
 {
 	if (is_tier(fs))
 		return tier_listxattrat(fs, fd, "", AT_EMPTY_PATH, list, size);
-	return pmfs_flistxattr(fs, fd, list, size);
+	return PM_CALL(fs, pmfs_flistxattr(fs, fd, list, size));
 }
 
 int ferrite_fremovexattr(ferrite_fs *fs, int fd, const char *name)
 {
 	if (is_tier(fs))
 		return tier_removexattrat(fs, fd, "", AT_EMPTY_PATH, name);
-	return pmfs_fremovexattr(fs, fd, name);
+	return PM_CALL(fs, pmfs_fremovexattr(fs, fd, name));
 }
 
 ssize_t ferrite_getxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
@@ -603,7 +617,7 @@ ssize_t ferrite_getxattrat(ferrite_fs *fs, int dirfd, const char *path, int flag
 {
 	if (is_tier(fs))
 		return tier_getxattrat(fs, dirfd, path, flags, name, value, size);
-	return pmfs_getxattrat(fs, dirfd, path, flags, name, value, size);
+	return PM_CALL(fs, pmfs_getxattrat(fs, dirfd, path, flags, name, value, size));
 }
 
 int ferrite_setxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
@@ -611,7 +625,7 @@ int ferrite_setxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, c
 {
 	if (is_tier(fs))
 		return tier_setxattrat(fs, dirfd, path, flags, name, value, size, xattr_flags);
-	return pmfs_setxattrat(fs, dirfd, path, flags, name, value, size, xattr_flags);
+	return PM_CALL(fs, pmfs_setxattrat(fs, dirfd, path, flags, name, value, size, xattr_flags));
 }
 
 ssize_t ferrite_listxattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, char *list,
@@ -619,14 +633,14 @@ ssize_t ferrite_listxattrat(ferrite_fs *fs, int dirfd, const char *path, int fla
 {
 	if (is_tier(fs))
 		return tier_listxattrat(fs, dirfd, path, flags, list, size);
-	return pmfs_listxattrat(fs, dirfd, path, flags, list, size);
+	return PM_CALL(fs, pmfs_listxattrat(fs, dirfd, path, flags, list, size));
 }
 
 int ferrite_removexattrat(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name)
 {
 	if (is_tier(fs))
 		return tier_removexattrat(fs, dirfd, path, flags, name);
-	return pmfs_removexattrat(fs, dirfd, path, flags, name);
+	return PM_CALL(fs, pmfs_removexattrat(fs, dirfd, path, flags, name));
 }
 
 int ferrite_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags, off_t offset,
@@ -634,36 +648,37 @@ int ferrite_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int f
 {
 	if (is_tier(fs))
 		return tier_mmap(fs, fd, addr, len, prot, flags, offset, out);
-	return pmfs_mmap(fs, fd, addr, len, prot, flags, offset, out);
+	return PM_CALL(fs, pmfs_mmap(fs, fd, addr, len, prot, flags, offset, out));
 }
 
 ssize_t ferrite_munmap(ferrite_fs *fs, void *addr, size_t len)
 {
-	return is_tier(fs) ? tier_munmap(fs, addr, len) : pmfs_munmap(fs, addr, len);
+	return is_tier(fs) ? tier_munmap(fs, addr, len) : PM_CALL(fs, pmfs_munmap(fs, addr, len));
 }
 
 ssize_t ferrite_msync(ferrite_fs *fs, void *addr, size_t len, int flags)
 {
-	return is_tier(fs) ? tier_msync(fs, addr, len, flags) : pmfs_msync(fs, addr, len, flags);
+	return is_tier(fs) ? tier_msync(fs, addr, len, flags)
+			   : PM_CALL(fs, pmfs_msync(fs, addr, len, flags));
 }
 
 ssize_t ferrite_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot)
 {
 	return is_tier(fs) ? tier_mprotect(fs, addr, len, prot)
-			   : pmfs_mprotect(fs, addr, len, prot);
+			   : PM_CALL(fs, pmfs_mprotect(fs, addr, len, prot));
 }
 
 int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)
 {
-	return is_tier(fs) ? 0 : pmfs_mmap_pinned(fs, fd, from, len);
+	return is_tier(fs) ? 0 : PM_CALL(fs, pmfs_mmap_pinned(fs, fd, from, len));
 }
 
 int ferrite_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
 {
-	return is_tier(fs) ? 0 : pmfs_mmap_shrink(fs, fd, newsize);
+	return is_tier(fs) ? 0 : PM_CALL(fs, pmfs_mmap_shrink(fs, fd, newsize));
 }
 
 int ferrite_mmap_refresh(ferrite_fs *fs, int fd)
 {
-	return is_tier(fs) ? 0 : pmfs_mmap_refresh(fs, fd);
+	return is_tier(fs) ? 0 : PM_CALL(fs, pmfs_mmap_refresh(fs, fd));
 }

@@ -18,6 +18,16 @@
 			return api_end(-EINVAL);                                                   \
 	} while (0)
 
+void pmfs_call_enter(ferrite_fs *fs)
+{
+	vs_call_enter(fs ? &fs->m.sp : NULL); /* NULL: the call fails, the bracket still pairs */
+}
+
+void pmfs_call_leave(void)
+{
+	vs_call_leave();
+}
+
 int pmfs_statvfs(ferrite_fs *fs, struct statvfs *sv)
 {
 	CHECK_FS(fs);

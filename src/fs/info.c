@@ -3,6 +3,7 @@
  * the state page; partition and page-table statistics from a read-only walk.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -70,6 +71,11 @@ int pmfs_get_info(ferrite_fs *fs, struct ferrite_info *info)
 	info->prealloc_bytes = m->sp.reserve_windows ? m->sp.hdr->sph_prealloc_pages << FR_PAGE_SHIFT
 						     : 0;
 	info->inode_block_bytes = mp_block_bytes(m, MP_INODE);
+	pthread_mutex_lock(&m->sp.map_lock);
+	info->window_mappings = m->sp.live_maps;
+	info->window_mapping_budget = m->sp.map_budget;
+	info->window_evictions = m->sp.stat_evictions;
+	pthread_mutex_unlock(&m->sp.map_lock);
 	info->inode_capacity = m->st->st_pools[MP_INODE].mph_total;
 	info->vspace_bytes = m->sp.vsize;
 	info->top_level = m->sp.top_level;

@@ -8,6 +8,12 @@
 
 #include "ferrite.h"
 
+/* Every call on a mounted pool runs between these two (src/api/api.c): the
+ * windows of the partition space are evicted only between calls
+ * (space/vspace.c V3). Calls may nest. */
+void pmfs_call_enter(ferrite_fs *fs);
+void pmfs_call_leave(void);
+
 int pmfs_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts);
 int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out);
 int pmfs_unmount(ferrite_fs *fs);

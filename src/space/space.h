@@ -112,7 +112,7 @@ struct space {
 	uint64_t hint[BUD_ORDERS]; /* volatile search start (word index) */
 	int top_level;
 	uint64_t vsize;
-	int reserve_windows; /* format 4: large windows backed page by page (window.c) */
+	int reserve_windows;	    /* format 4: large windows backed page by page (window.c) */
 	pthread_mutex_t alloc_lock; /* buddy, partition tree, metadata pools */
 	uint64_t l3_hint[3];	    /* volatile: L3 used last per child level */
 
@@ -126,6 +126,11 @@ struct space {
 	struct vs_exc *exc; /* small windows with pages away from their home */
 	uint64_t nexc, exc_cap;
 	uint64_t stat_mmaps, stat_mremaps;
+	/* bounded mappings (vspace.c V3): an upper bound of the kernel mappings
+	 * (VMAs) in each window and in all, the budget, and the eviction state */
+	uint16_t *wmaps;
+	uint64_t live_maps, map_budget, stat_evictions;
+	int evict; /* enum vs_evict, read without map_lock at each call */
 };
 
 /* ---- geometry ------------------------------------------------------------ */
@@ -299,6 +304,30 @@ static inline int vs_ready(struct space *sp, uint64_t v, uint64_t len)
 static inline void *vs_addr(struct space *sp, uint64_t v)
 {
 	return sp->vbase + v;
+}
+/* Library calls bracket their use of the vspace: windows are evicted (the
+ * mappings bounded, V3) only at the start of a call while no other thread
+ * is inside one, so no pointer into a window outlives its mapping. */
+enum vs_evict { VS_EVICT_NONE, VS_EVICT_WANTED, VS_EVICT_RUNNING };
+struct vs_slot {
+	unsigned long depth; /* library calls this thread is inside */
+	unsigned long owned;
+} __attribute__((aligned(64)));
+extern __thread struct vs_slot *vs_my_slot;
+struct vs_slot *vs_slot_claim(void);
+void vs_call_enter_slow(struct space *sp);
+static inline void vs_call_enter(struct space *sp)
+{
+	struct vs_slot *s = vs_my_slot ? vs_my_slot : vs_slot_claim();
+	/* a full barrier (lock xadd): the depth is visible before evict is read */
+	__atomic_add_fetch(&s->depth, 1, __ATOMIC_SEQ_CST);
+	if (sp &&
+	    __builtin_expect(__atomic_load_n(&sp->evict, __ATOMIC_SEQ_CST) != VS_EVICT_NONE, 0))
+		vs_call_enter_slow(sp);
+}
+static inline void vs_call_leave(void)
+{
+	__atomic_sub_fetch(&vs_my_slot->depth, 1, __ATOMIC_RELEASE);
 }
 /* Deferred actions (tx_defer) after the PPT changed. */
 void vs_page_changed(struct space *sp, uint64_t v_page, uint64_t unused1, uint64_t unused2);

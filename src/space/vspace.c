@@ -18,7 +18,14 @@
  *               overwritten by the next MAP_FIXED;
  *             V2 the state of a window changes only under map_lock, and a
  *               window is re-mapped only by a thread that holds the write
- *               lock of the file owning the pages involved.
+ *               lock of the file owning the pages involved;
+ *             V3 the process's mappings stay bounded: wmaps counts an upper
+ *               bound of each window's kernel mappings, and once they pass
+ *               map_budget (an eighth of vm.max_map_count) every window is
+ *               unmapped at the start of the next library call made while
+ *               no other thread is inside one (vs_call_enter), so no thread
+ *               holds a pointer into a window taken away. Windows are mapped
+ *               again lazily, as after mount.
  * Validation: a window is mapped only from a well-formed PPT entry
  *   (ppt_went_ok) and a page table that names its own window, a home unit of
  *   the data area and pages of the data area (sp_ptable_check); anything else
@@ -28,9 +35,13 @@
  * Locking: map_lock (leaf lock), see docs/contracts.md#vspace.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "persist/pm.h"
 #include "space/space.h"
@@ -61,6 +72,148 @@ static uint64_t vs_xlate(void *xctx, const char *addr)
 }
 #endif
 
+/* ---- call slots: which threads are inside a library call (V3) ---------- */
+
+#define VS_SLOTS 256
+static struct vs_slot vs_slots[VS_SLOTS];
+/* Threads beyond VS_SLOTS share this one: its depth is a sum, still exact. */
+static struct vs_slot vs_shared_slot;
+__thread struct vs_slot *vs_my_slot;
+static pthread_key_t vs_slot_key;
+static pthread_once_t vs_slot_once = PTHREAD_ONCE_INIT;
+
+static void vs_slot_release(void *slot)
+{
+	struct vs_slot *s = slot;
+	__atomic_store_n(&s->owned, 0, __ATOMIC_RELEASE);
+}
+
+static void vs_slot_key_init(void)
+{
+	if (pthread_key_create(&vs_slot_key, vs_slot_release) != 0)
+		vs_slot_key = (pthread_key_t)-1;
+}
+
+struct vs_slot *vs_slot_claim(void)
+{
+	pthread_once(&vs_slot_once, vs_slot_key_init);
+	struct vs_slot *mine = &vs_shared_slot;
+	if (vs_slot_key != (pthread_key_t)-1)
+		for (int i = 0; i < VS_SLOTS; i++) {
+			unsigned long free_slot = 0;
+			if (__atomic_compare_exchange_n(&vs_slots[i].owned, &free_slot, 1, 0,
+							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				if (pthread_setspecific(vs_slot_key, &vs_slots[i]) != 0) {
+					vs_slot_release(&vs_slots[i]);
+					break;
+				}
+				mine = &vs_slots[i];
+				break;
+			}
+		}
+	vs_my_slot = mine;
+	return mine;
+}
+
+/* After evict became RUNNING (sequentially consistent, as each call's depth
+ * increment is): 1 once no other thread is inside a library call, 0 if one
+ * stays inside for longer than the bound (it may be waiting for a lock or
+ * for I/O; eviction is tried again at a later call). A thread that enters
+ * meanwhile sees RUNNING and steps out again before it touches a window. */
+static int others_left(void)
+{
+	struct vs_slot *me = vs_my_slot;
+	for (int tries = 0; tries < 2000; tries++) {
+		int inside = __atomic_load_n(&vs_shared_slot.depth, __ATOMIC_SEQ_CST) != 0;
+		for (int i = 0; i < VS_SLOTS && !inside; i++)
+			inside = &vs_slots[i] != me &&
+				 __atomic_load_n(&vs_slots[i].depth, __ATOMIC_SEQ_CST) != 0;
+		if (!inside)
+			return 1;
+		if (tries < 100)
+			sched_yield();
+		else
+			nanosleep(&(struct timespec){0, 10000}, NULL);
+	}
+	return 0;
+}
+
+static void unmap_window(struct space *sp, uint64_t w);
+
+void vs_call_enter_slow(struct space *sp)
+{
+	struct vs_slot *me = vs_my_slot;
+	for (;;) {
+		int st = __atomic_load_n(&sp->evict, __ATOMIC_SEQ_CST);
+		if (st == VS_EVICT_NONE)
+			return;
+		/* A nested call is already counted inside: an eviction waits for it. */
+		if (__atomic_load_n(&me->depth, __ATOMIC_RELAXED) > 1 || me == &vs_shared_slot)
+			return;
+		if (st == VS_EVICT_RUNNING) {
+			/* step out until the eviction is over, then enter again */
+			__atomic_sub_fetch(&me->depth, 1, __ATOMIC_SEQ_CST);
+			while (__atomic_load_n(&sp->evict, __ATOMIC_SEQ_CST) == VS_EVICT_RUNNING)
+				sched_yield();
+			__atomic_add_fetch(&me->depth, 1, __ATOMIC_SEQ_CST);
+			continue;
+		}
+		int want = VS_EVICT_WANTED;
+		if (!__atomic_compare_exchange_n(&sp->evict, &want, VS_EVICT_RUNNING, 0,
+						 __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			continue;
+		/* this is the thread's outermost call, just begun: it holds no
+		 * pointer into a window and no lock (V3) */
+		if (!others_left()) {
+			__atomic_store_n(&sp->evict, VS_EVICT_WANTED, __ATOMIC_SEQ_CST);
+			return;
+		}
+		pthread_mutex_lock(&sp->map_lock);
+		for (uint64_t w = 0; w < sp->nwindows; w++)
+			if (sp->wstate[w] != VS_UNMAPPED)
+				unmap_window(sp, w);
+		sp->live_maps = 0;
+		sp->stat_evictions++;
+		pthread_mutex_unlock(&sp->map_lock);
+		__atomic_store_n(&sp->evict, VS_EVICT_NONE, __ATOMIC_SEQ_CST);
+		return;
+	}
+}
+
+/* Kernel mappings (VMAs) a process may have, from /proc/sys/vm/max_map_count. */
+static uint64_t max_map_count(void)
+{
+	uint64_t v = 65530; /* the kernel's default */
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "re");
+	if (f) {
+		unsigned long long n;
+		if (fscanf(f, "%llu", &n) == 1 && n > 0)
+			v = n;
+		fclose(f);
+	}
+	return v;
+}
+
+/* Under map_lock: window w got a mapping of len bytes. One of a whole window
+ * replaces all it had; a smaller one may split an existing mapping in two
+ * around it, so it counts two. */
+static void count_mapping(struct space *sp, uint64_t v, uint64_t len)
+{
+	if (!sp->wmaps)
+		return;
+	uint64_t w = v >> FR_UNIT_SHIFT;
+	if (len >= FR_UNIT_SIZE) {
+		sp->live_maps -= sp->wmaps[w];
+		sp->wmaps[w] = 1;
+		sp->live_maps += 1;
+	} else if (sp->wmaps[w] < UINT16_MAX - 2) {
+		sp->wmaps[w] += 2;
+		sp->live_maps += 2;
+	}
+	if (sp->live_maps > sp->map_budget && sp->evict == VS_EVICT_NONE)
+		__atomic_store_n(&sp->evict, VS_EVICT_WANTED, __ATOMIC_SEQ_CST);
+}
+
 int vs_init(struct space *sp)
 {
 	size_t len = sp->vsize + FR_GIB;
@@ -79,6 +232,18 @@ int vs_init(struct space *sp)
 		return fr_err(-ENOMEM, "cannot allocate the window table");
 	}
 	sp->wstate = ws;
+	void *wm = mmap(NULL, sp->nwindows * sizeof(*sp->wmaps), PROT_READ | PROT_WRITE,
+			MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (wm == MAP_FAILED) {
+		munmap(ws, sp->nwindows);
+		munmap(r, len);
+		sp->wstate = NULL;
+		return fr_err(-ENOMEM, "cannot allocate the window table");
+	}
+	sp->wmaps = wm;
+	sp->live_maps = 0;
+	sp->map_budget = max_map_count() / 8;
+	sp->evict = VS_EVICT_NONE;
 	pthread_mutex_init(&sp->map_lock, NULL);
 #ifdef FERRITE_PM_TRACE
 	pm_region_add(sp->pool->pm, sp->vbase, sp->vsize, vs_xlate, sp);
@@ -98,6 +263,9 @@ void vs_fini(struct space *sp)
 		munmap(sp->vreserve, sp->vreserve_len);
 	if (sp->wstate)
 		munmap(sp->wstate, sp->nwindows);
+	if (sp->wmaps)
+		munmap(sp->wmaps, sp->nwindows * sizeof(*sp->wmaps));
+	sp->wmaps = NULL;
 	free(sp->exc);
 	sp->vreserve = NULL;
 	sp->wstate = NULL;
@@ -170,6 +338,16 @@ static void exc_drop(struct space *sp, uint64_t w)
 
 /* ---- mapping primitives -------------------------------------------------- */
 
+/* Out of kernel mappings (or memory) mid-call: this call fails, and the
+ * next one starts by evicting (V3). */
+static int map_failed(struct space *sp, const char *what)
+{
+	int e = errno;
+	if (sp->evict == VS_EVICT_NONE)
+		__atomic_store_n(&sp->evict, VS_EVICT_WANTED, __ATOMIC_SEQ_CST);
+	return fr_err(-ENOMEM, "%s: %s", what, strerror(e));
+}
+
 static int map_pool(struct space *sp, uint64_t v, uint64_t len, uint64_t pool_off, int populate)
 {
 	struct pool *p = sp->pool;
@@ -177,10 +355,11 @@ static int map_pool(struct space *sp, uint64_t v, uint64_t len, uint64_t pool_of
 	int prot = p->guarded ? PROT_READ : PROT_READ | PROT_WRITE;
 	void *m = mmap(sp->vbase + v, len, prot, flags, p->fd, (off_t)pool_off);
 	if (m == MAP_FAILED)
-		return fr_err(-ENOMEM, "cannot map file pages: %s", strerror(errno));
+		return map_failed(sp, "cannot map file pages");
 	if (p->kind == POOL_TMPFS && len >= FR_UNIT_SIZE)
 		madvise(m, len, MADV_HUGEPAGE);
 	sp->stat_mmaps++;
+	count_mapping(sp, v, len);
 	return 0;
 }
 
@@ -189,14 +368,19 @@ static int map_zero(struct space *sp, uint64_t v, uint64_t len)
 	void *m =
 	    mmap(sp->vbase + v, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (m == MAP_FAILED)
-		return fr_err(-ENOMEM, "cannot map a hole: %s", strerror(errno));
+		return map_failed(sp, "cannot map a hole");
 	sp->stat_mmaps++;
+	count_mapping(sp, v, len);
 	return 0;
 }
 
 static void unmap_window(struct space *sp, uint64_t w)
 {
 	reserve_at(sp->vbase + (w << FR_UNIT_SHIFT), FR_UNIT_SIZE);
+	if (sp->wmaps) { /* the reservation merges with its neighbours */
+		sp->live_maps -= sp->wmaps[w];
+		sp->wmaps[w] = 0;
+	}
 	exc_drop(sp, w);
 	__atomic_store_n(&sp->wstate[w], VS_UNMAPPED, __ATOMIC_RELEASE);
 }
@@ -229,7 +413,8 @@ static int map_table_window(struct space *sp, uint64_t w, struct sp_ptable *pt)
 	uint64_t v = w << FR_UNIT_SHIFT;
 	const char *why;
 	if (sp_ptable_check(sp, pt, v, &why))
-		return fr_err(-EUCLEAN, "page table of window %#llx damaged: %s (run `ferrite fsck`)",
+		return fr_err(-EUCLEAN,
+			      "page table of window %#llx damaged: %s (run `ferrite fsck`)",
 			      (unsigned long long)v, why);
 	/* A small-file window maps its home unit under the pages mapped one by
 	 * one (most of them sit there); a large file's window the zero page,
@@ -481,6 +666,8 @@ void vs_moved(struct space *sp, uint64_t src, uint64_t dst, uint64_t n)
 		for (uint64_t j = 0; j < run; j++) {
 			__atomic_store_n(&sp->wstate[ws + i + j], VS_UNMAPPED, __ATOMIC_RELEASE);
 			__atomic_store_n(&sp->wstate[wd + i + j], VS_MAPPED, __ATOMIC_RELEASE);
+			sp->wmaps[wd + i + j] = sp->wmaps[ws + i + j];
+			sp->wmaps[ws + i + j] = 0;
 		}
 		i += run;
 	}

@@ -12,12 +12,16 @@
  * pool kept between half and nine-tenths full, until N times the pool's size
  * has been written; the aged files stay, and the fill starts from there.
  *
- * Usage: fill_test -m MIX [-p POOL_MIB] [-s SEED] [-a N]
+ * Every file read, the process's mappings must stay far below
+ * vm.max_map_count; with -t N, N threads then read everything again at once.
+ *
+ * Usage: fill_test -m MIX [-p POOL_MIB] [-s SEED] [-a N] [-t THREADS]
  *   MIX: empty, 100, 6000, 64k, 280k, 3m, tree (sizes of a source tree and a
  *   mail spool)
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,8 +31,8 @@
 
 #include "ferrite.h"
 
-#define KiB 1024ull
-#define MiB (1024 * KiB)
+#define KiB  1024ull
+#define MiB  (1024 * KiB)
 #define PAGE 4096ull
 #define DIRS 16
 /* Pages a fill may not reach however it is laid out: docs/format.md
@@ -122,7 +126,8 @@ static int write_one(long i, uint64_t want)
 	static char buf[256 * 1024];
 	int rc = 0;
 	while (files[i].size < want) {
-		size_t n = (size_t)(want - files[i].size < sizeof buf ? want - files[i].size : sizeof buf);
+		size_t n =
+		    (size_t)(want - files[i].size < sizeof buf ? want - files[i].size : sizeof buf);
 		fill_byte_range(buf, n, i, files[i].size);
 		ssize_t w = ferrite_write(fs, fd, buf, n);
 		if (w < 0) {
@@ -190,8 +195,9 @@ static void promise(const char *when, uint64_t pages, long made, const struct st
 	uint64_t avail = before->f_bavail > RESERVE_PAGES ? before->f_bavail - RESERVE_PAGES : 0;
 	double share = avail ? 100.0 * (double)pages / (double)avail : 100.0;
 	if (!strcmp(mix, "empty")) {
-		check((uint64_t)made >= before->f_ffree, "%s: %ld empty files made, f_ffree promised %llu",
-		      when, made, (unsigned long long)before->f_ffree);
+		check((uint64_t)made >= before->f_ffree,
+		      "%s: %ld empty files made, f_ffree promised %llu", when, made,
+		      (unsigned long long)before->f_ffree);
 		return;
 	}
 	check(share >= 97.0,
@@ -200,11 +206,45 @@ static void promise(const char *when, uint64_t pages, long made, const struct st
 	      (unsigned long long)RESERVE_PAGES, share);
 }
 
-static int verify_all(void)
+/* Lines of /proc/self/maps: the process's mappings (VMAs). */
+static long count_mappings(void)
 {
-	static char buf[256 * 1024], want[256 * 1024];
-	int bad = 0;
-	for (long i = 0; i < nfiles; i++) {
+	FILE *f = fopen("/proc/self/maps", "r");
+	if (!f)
+		return -1;
+	long n = 0;
+	int ch;
+	while ((ch = getc(f)) != EOF)
+		n += ch == '\n';
+	fclose(f);
+	return n;
+}
+
+static long max_map_count(void)
+{
+	FILE *f = fopen("/proc/sys/vm/max_map_count", "r");
+	long v = -1;
+	if (f) {
+		if (fscanf(f, "%ld", &v) != 1)
+			v = -1;
+		fclose(f);
+	}
+	return v;
+}
+
+static long live_files(void)
+{
+	long n = 0;
+	for (long i = 0; i < nfiles; i++)
+		n += files[i].live != 0;
+	return n;
+}
+
+/* Reads back files first, first + step, ... and counts those that differ. */
+static long verify_files(long first, long step, char *buf, char *want, size_t bufsize)
+{
+	long bad = 0;
+	for (long i = first; i < nfiles; i += step) {
 		if (!files[i].live)
 			continue;
 		char path[64];
@@ -215,7 +255,8 @@ static int verify_all(void)
 			continue;
 		}
 		for (uint64_t off = 0; off < files[i].size;) {
-			size_t n = (size_t)(files[i].size - off < sizeof buf ? files[i].size - off : sizeof buf);
+			size_t n =
+			    (size_t)(files[i].size - off < bufsize ? files[i].size - off : bufsize);
 			if (ferrite_pread(fs, fd, buf, n, (off_t)off) != (ssize_t)n) {
 				bad++;
 				break;
@@ -228,6 +269,52 @@ static int verify_all(void)
 			off += n;
 		}
 		ferrite_close(fs, fd);
+	}
+	return bad;
+}
+
+static int verify_all(void)
+{
+	static char buf[256 * 1024], want[256 * 1024];
+	return (int)verify_files(0, 1, buf, want, sizeof buf);
+}
+
+/* -t N: N threads read every file back twice at once, each its share, while
+ * the windows they map are evicted between calls (space/vspace.c V3). */
+struct reader {
+	pthread_t t;
+	long first, step, bad;
+};
+
+static void *reader_main(void *arg)
+{
+	struct reader *r = arg;
+	size_t bufsize = 64 * 1024;
+	char *buf = malloc(bufsize), *want = malloc(bufsize);
+	if (!buf || !want) {
+		r->bad = -1;
+	} else {
+		for (int pass = 0; pass < 2; pass++)
+			r->bad +=
+			    verify_files((r->first + pass) % r->step, r->step, buf, want, bufsize);
+	}
+	free(buf);
+	free(want);
+	return NULL;
+}
+
+static long verify_threads(int nthreads)
+{
+	struct reader rd[16];
+	long bad = 0;
+	for (int t = 0; t < nthreads; t++) {
+		rd[t] = (struct reader){.first = t, .step = nthreads};
+		if (pthread_create(&rd[t].t, NULL, reader_main, &rd[t]) != 0)
+			return -1;
+	}
+	for (int t = 0; t < nthreads; t++) {
+		pthread_join(rd[t].t, NULL);
+		bad += rd[t].bad < 0 ? 1 : rd[t].bad;
 	}
 	return bad;
 }
@@ -306,8 +393,11 @@ int main(int argc, char **argv)
 {
 	uint64_t mib = 64;
 	int c;
-	while ((c = getopt(argc, argv, "m:p:s:a:")) != -1) {
-		if (c == 'a')
+	int nthreads = 0;
+	while ((c = getopt(argc, argv, "m:p:s:a:t:")) != -1) {
+		if (c == 't')
+			nthreads = atoi(optarg) < 16 ? atoi(optarg) : 16;
+		else if (c == 'a')
 			age_rounds = (unsigned)strtoul(optarg, NULL, 0);
 		else if (c == 'm')
 			mix = optarg;
@@ -359,6 +449,23 @@ int main(int argc, char **argv)
 	promise("after deleting half", pages, made, &sv1);
 	amplification("after deleting half", pages, &sv1);
 	check(verify_all() == 0, "every byte written before ENOSPC reads back");
+	/* every live file has now been read: its window mapped. The process's
+	 * mappings must stay far below what the kernel allows (issue 15). */
+	long maps = count_mappings(), limit = max_map_count();
+	check(maps > 0 && (limit <= 0 || maps < limit / 4),
+	      "mappings after reading %ld files: %ld (vm.max_map_count %ld)", live_files(), maps,
+	      limit);
+	if (nthreads > 0) {
+		long bad = verify_threads(nthreads);
+		struct ferrite_info in;
+		ferrite_get_info(fs, &in);
+		maps = count_mappings();
+		check(bad == 0, "%d threads read every file twice: %ld differ", nthreads, bad);
+		check(maps > 0 && (limit <= 0 || maps < limit / 4),
+		      "mappings after that: %ld; windows evicted %llu times (budget %llu)", maps,
+		      (unsigned long long)in.window_evictions,
+		      (unsigned long long)in.window_mapping_budget);
+	}
 	ferrite_unmount(fs);
 	int f = ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL);
 	check(f == FERRITE_FSCK_CLEAN, "fsck clean (status %d)", f);
