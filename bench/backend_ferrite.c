@@ -139,14 +139,20 @@ static void fer_fini(void *ctx)
 	free(f);
 }
 
+/* mkfs's progress every 25 %, under the column's name (ferrite, strict, tier). */
+struct mkfs_progress {
+	const char *name;
+	int last;
+};
+
 static void fer_mkfs_progress(void *arg, uint64_t done, uint64_t total)
 {
-	int *last = arg;
+	struct mkfs_progress *p = arg;
 	int pct = total ? (int)(done * 100 / total) : 100;
 
-	if (pct / 25 != *last / 25) {
-		*last = pct;
-		progress("ferrite: mkfs %d%%", pct);
+	if (pct / 25 != p->last / 25) {
+		p->last = pct;
+		progress("%s: mkfs %d%%", p->name, pct);
 	}
 }
 
@@ -182,7 +188,7 @@ static int fer_setup(struct bench_backend *b, struct fer_ctx *f, struct ferrite_
 {
 	char dir[4096];
 	char sz[32];
-	int last = -1;
+	struct mkfs_progress prog = {name, -1};
 	int rc;
 
 	snprintf(dir, sizeof(dir), "%s", f->pool);
@@ -195,7 +201,7 @@ static int fer_setup(struct bench_backend *b, struct fer_ctx *f, struct ferrite_
 	}
 	mo->force = 1;
 	mo->progress = fer_mkfs_progress;
-	mo->progress_arg = &last;
+	mo->progress_arg = &prog;
 	progress("%s: mkfs %s (%s)", name, f->pool, fmt_size(mo->size, sz, sizeof(sz)));
 	rc = ferrite_mkfs(f->pool, mo);
 	if (rc < 0) {

@@ -103,9 +103,16 @@ struct bench_opts {
 	const char *raw_dir;	  /* directory of the raw pool file (default: the pool's) */
 	const char *ext4_dir;	  /* mounted ext4 (prepared by run-bench.sh) */
 	const char *ext4_skip;	  /* why ext4 is not available (from run-bench.sh) */
-	const char *json;
-	int drop_caches; /* before ext4 random-write runs */
-	int keep;	 /* keep pools and files afterwards */
+	const char *json;	  /* the results (default: out_dir/ferrite-bench.json) */
+	const char *out_dir;	  /* --out: where the JSON and the plot go by default */
+	const char *svg;	  /* the plot (NULL: none) */
+	int no_plot;		  /* --no-plot, or no gnuplot */
+	int no_gnuplot;		  /* a plot was wanted, but gnuplot is not installed */
+	int no_ext4;		  /* --no-ext4: no loop device set up for the ext4 column */
+	const char *command;	  /* the command line, for the plot */
+	char load[32];		  /* /proc/loadavg's 1, 5 and 15 minutes before the run */
+	int drop_caches;	  /* before ext4 random-write runs */
+	int keep;		  /* keep pools and files afterwards */
 	uint64_t seed;
 	int quick;
 	int cpu; /* pin the process (and the probes) to this CPU; -1 = no pinning */
@@ -243,6 +250,32 @@ int report_json(const char *path, struct bench_backend *bk[BK_COUNT], const char
 		const struct bench_opts *o, const struct bench_row *micro,
 		const struct bench_row *meta, const struct mount_result *mnt, int nmnt,
 		const char *mount_skip, const struct tier_group *tier);
+
+/* ---- plot.c: the SVG, drawn by gnuplot --------------------------------------------- */
+
+/* gnuplot's path from PATH; -ENOENT if there is none. */
+int plot_find_gnuplot(char *path, size_t len);
+/* Draws Ferrite's throughput over each peer's, per workload of the given groups
+ * (NULL: not run), into svg. 0 drawn, 1 nothing to draw, -1 failed; why says. */
+int report_plot(const char *svg, const char *gnuplot, const char *skip[BK_COUNT],
+		const struct bench_opts *o, const struct bench_row *micro,
+		const struct bench_row *meta, const struct tier_group *tier, char *why,
+		size_t whylen);
+
+/* ---- ext4.c: ext4 on a loop device in /dev/shm (root) ------------------------------ */
+
+struct ext4_loop {
+	char img[64]; /* the image file, unlinked once the loop device holds it */
+	char dev[32]; /* /dev/loopN */
+	char mnt[64]; /* where it is mounted */
+	int loop_fd;  /* -1: none (the device goes when unmounted and closed) */
+	int mounted;
+};
+
+/* Makes, attaches and mounts it; 0, or -1 with why filled. */
+int ext4_loop_setup(struct ext4_loop *e, const struct bench_opts *o, char *why, size_t len);
+/* Unmounts it and lets the loop device go (nothing happens for a zeroed e). */
+void ext4_loop_teardown(struct ext4_loop *e);
 
 /* ---- util.c ---------------------------------------------------------------------- */
 

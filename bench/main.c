@@ -19,65 +19,103 @@
 #include <getopt.h>
 #include <libgen.h>
 #include <math.h>
+#include <glob.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "bench.h"
+
+/* What messages call the program: `ferrite bench` runs it as that. */
+static const char *me = "ferrite-bench";
 
 static const char *const bk_names[BK_COUNT] = {"ferrite", "tmpfs", "ext4",     "raw",
 					       "strict",  "tier",  "ext4-disk"};
 
 static void usage(FILE *f)
 {
-	fprintf(
-	    f,
-	    "usage: ferrite-bench [options]\n"
-	    "  --quick                 smoke run in seconds (small file, few files); proves the\n"
-	    "                          program runs, the numbers mean nothing\n"
-	    "  --only GROUPS           comma list of micro (a), meta (b), mount (c), tier (d);\n"
-	    "                          default all\n"
-	    "  --backends LIST         comma list of "
-	    "ferrite,tmpfs,ext4,raw,strict,tier,ext4-disk;\n"
-	    "                          default all (strict: ferrite in strict mode, a) only, on a\n"
-	    "                          second pool named after --pool with -strict added; tier\n"
-	    "                          and ext4-disk: d) only, where ferrite is the pm column)\n"
-	    "  --runs N                repeat each measurement N times, report the median (3)\n"
-	    "  --json FILE             write all results as JSON\n"
-	    "  --file-size SIZE        a) size of the file (1G)\n"
-	    "  --ops N                 a) RR/RW operations (262144)\n"
-	    "  --files N               b) files in the directory (100000)\n"
-	    "  --mount-files LIST      c) pool populations (1000,1000000)\n"
-	    "  --pool PATH             ferrite pool for a) and b) (/dev/shm/ferrite/bench.pool);\n"
-	    "                          c) puts its pools in the same directory\n"
-	    "  --pool-size SIZE        size of that pool (derived from the sizes)\n"
-	    "  --mount-pool-size SIZE  size of each c) pool (derived from the file count)\n"
-	    "  --workdir DIR           directory of the tmpfs column (/dev/shm/ferrite-bench)\n"
-	    "  --raw-dir DIR           directory of the raw pool file (that of --pool)\n"
-	    "  --ext4-dir DIR          a mounted ext4 to use (run-bench.sh sets this)\n"
-	    "  --ext4-skip REASON      ext4 is unavailable for REASON (run-bench.sh sets this)\n"
-	    "  --no-drop-caches        do not drop the page cache before ext4 RW\n"
-	    "  --keep                  keep the ferrite pools afterwards\n"
-	    "  --seed N                seed of offsets and permutations (42)\n"
-	    "  --cpu N                 pin the process (and the mount probes) to CPU N\n"
-	    "d) tier:\n"
-	    "  --disk-dir DIR          on the machine's disk (ext4): ext4-disk works in DIR/ext4,\n"
-	    "                          the tiered pool caches DIR/tier-backing\n"
-	    "                          (/var/tmp/ferrite-bench)\n"
-	    "  --tier-pool PATH        the tiered pool (--pool with -tier added)\n"
-	    "  --tier-pool-size SIZE   its size (256M)\n"
-	    "  --tier-flush-ms N       its background flush period (library default, 10)\n"
-	    "  --tier-writeback W      cached (library default) or direct (O_DIRECT)\n"
-	    "  --mix-data SIZE         synthetic mix: bytes in its five files (1G)\n"
-	    "  --mix-ops N             synthetic mix: timed reads and writes (200000)\n"
-	    "  --varmail-files N       varmail: files of ~16 KiB (40000)\n"
-	    "  --varmail-loops N       varmail: timed loops of 13 operations (10000)\n"
-	    "  --oltp-data SIZE        oltp: bytes in the data files (768M)\n"
-	    "  --oltp-txns N           oltp: timed transactions (5000)\n"
-	    "  --workloads LIST        comma list of mix, varmail, oltp (default all)\n"
-	    "  (--no-drop-caches also keeps the page cache before each timed run of d)\n");
+	fprintf(f, "Usage: %s [OPTIONS]\n", me); /* ferrite-bench when run as itself */
+	fputs("\nMeasure Ferrite against the kernel's file systems, side by side in one\n"
+	      "run: the public API on a pool (ferrite), POSIX calls on tmpfs and on ext4\n"
+	      "(a loop device over a sparse file in /dev/shm, made and removed by the\n"
+	      "bench when run as root), and a persisted memcpy into a pre-mapped file\n"
+	      "(raw), the physical limit. Groups: a) the ctFS micro-benchmarks on one\n"
+	      "file, b) metadata operations on many files in one directory, c) mount\n"
+	      "time and memory of pools of many files, d) a tiered pool against ext4 on\n"
+	      "the machine's disk. Every figure is the median of --runs runs, and the\n"
+	      "workloads take turns, so the ratios compare measurements of the same run.\n"
+	      "\nProgress goes to stderr and the tables to stdout. The results go to a\n"
+	      "JSON file and to an SVG plot of Ferrite's throughput over each peer's,\n"
+	      "drawn by gnuplot (apt-get install gnuplot-nox); without gnuplot the run\n"
+	      "says so at its start and at its end and writes the JSON alone. Group c)\n"
+	      "has no peer and is not drawn. --quick takes seconds, a full run many\n"
+	      "minutes.\n"
+	      "\nOutput:\n"
+	      "  --out DIR               put ferrite-bench.json and ferrite-bench.svg in DIR\n"
+	      "                          (default: the current directory)\n"
+	      "  --json FILE             the JSON file (default: DIR/ferrite-bench.json)\n"
+	      "  --svg FILE              the plot (default: the JSON file, .svg for .json)\n"
+	      "  --no-plot               no plot, and no need for gnuplot\n"
+	      "\nWhat to run:\n"
+	      "  --quick                 a smoke run in seconds (small file, few files): it\n"
+	      "                          proves the program runs; the numbers mean nothing\n"
+	      "  --only GROUPS           comma list of micro (a), meta (b), mount (c),\n"
+	      "                          tier (d); default all\n"
+	      "  --backends LIST         comma list of ferrite, tmpfs, ext4, raw, strict,\n"
+	      "                          tier, ext4-disk; default all (strict: ferrite in\n"
+	      "                          strict mode, a) only, on a second pool named after\n"
+	      "                          --pool with -strict added; tier and ext4-disk: d)\n"
+	      "                          only, where ferrite is the pm column)\n"
+	      "  --runs N                runs of each measurement; the median is shown (3)\n"
+	      "  --no-ext4               no ext4 column (default: set one up when root)\n"
+	      "  --ext4-dir DIR          a mounted ext4 to use instead of a loop device\n"
+	      "  --ext4-skip REASON      no ext4 column, for REASON (printed)\n"
+	      "\nSizes and places (a to c):\n"
+	      "  --file-size SIZE        a) size of the file (1G)\n"
+	      "  --ops N                 a) RR/RW operations (262144)\n"
+	      "  --files N               b) files in the directory (100000)\n"
+	      "  --mount-files LIST      c) pool populations (1000,1000000)\n"
+	      "  --pool POOL             ferrite pool for a) and b)\n"
+	      "                          (/dev/shm/ferrite/bench.pool); c) puts its pools\n"
+	      "                          in the same directory\n"
+	      "  --pool-size SIZE        size of that pool (derived from the sizes)\n"
+	      "  --mount-pool-size SIZE  size of each c) pool (derived from the file count)\n"
+	      "  --workdir DIR           directory of the tmpfs column\n"
+	      "                          (/dev/shm/ferrite-bench)\n"
+	      "  --raw-dir DIR           directory of the raw pool file (that of --pool)\n"
+	      "  --no-drop-caches        do not drop the page cache before ext4 RW (nor\n"
+	      "                          before each timed run of d)\n"
+	      "  --keep                  keep the ferrite pools afterwards\n"
+	      "  --seed N                seed of offsets and permutations (42)\n"
+	      "  --cpu N                 pin the process (and the mount probes) to CPU N\n"
+	      "\nGroup d), the tiered pool:\n"
+	      "  --disk-dir DIR          on the machine's disk (ext4): ext4-disk works in\n"
+	      "                          DIR/ext4, the tiered pool caches DIR/tier-backing\n"
+	      "                          (/var/tmp/ferrite-bench)\n"
+	      "  --tier-pool POOL        the tiered pool (default: X-tier.pool for --pool\n"
+	      "                          X.pool)\n"
+	      "  --tier-pool-size SIZE   its size (256M)\n"
+	      "  --tier-flush-ms N       its background flush period (library default, 10)\n"
+	      "  --tier-writeback W      cached (library default) or direct (O_DIRECT)\n"
+	      "  --mix-data SIZE         synthetic mix: bytes in its five files (1G)\n"
+	      "  --mix-ops N             synthetic mix: timed reads and writes (200000)\n"
+	      "  --varmail-files N       varmail: files of ~16 KiB (40000)\n"
+	      "  --varmail-loops N       varmail: timed loops of 13 operations (10000)\n"
+	      "  --oltp-data SIZE        oltp: bytes in the data files (768M)\n"
+	      "  --oltp-txns N           oltp: timed transactions (5000)\n"
+	      "  --workloads LIST        comma list of mix, varmail, oltp (default all)\n"
+	      "  -h, --help              show this help\n"
+	      "\nThe ext4 image's size follows from the sizes above ($EXT4_IMAGE_SIZE sets\n"
+	      "it). Ctrl-C or SIGTERM stops the run and removes what it made. The program\n"
+	      "is LIBEXECDIR/ferrite/ferrite-bench; bench/README.md explains the groups\n"
+	      "and the figures measured so far.\n"
+	      "\nExit status: 0 done, 1 a measurement or an output failed (also --svg\n"
+	      "without gnuplot), 2 usage or set-up error.\n",
+	      f);
 }
 
 static int parse_count(const char *s, uint64_t *out)
@@ -205,6 +243,10 @@ enum {
 	OPT_OLTP_DATA,
 	OPT_OLTP_TXNS,
 	OPT_WORKLOADS,
+	OPT_OUT,
+	OPT_SVG,
+	OPT_NO_PLOT,
+	OPT_NO_EXT4,
 	OPT_HELP,
 };
 
@@ -241,6 +283,10 @@ static const struct option long_opts[] = {
     {"oltp-data", required_argument, NULL, OPT_OLTP_DATA},
     {"oltp-txns", required_argument, NULL, OPT_OLTP_TXNS},
     {"workloads", required_argument, NULL, OPT_WORKLOADS},
+    {"out", required_argument, NULL, OPT_OUT},
+    {"svg", required_argument, NULL, OPT_SVG},
+    {"no-plot", no_argument, NULL, OPT_NO_PLOT},
+    {"no-ext4", no_argument, NULL, OPT_NO_EXT4},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
 };
@@ -367,6 +413,18 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 		case OPT_WORKLOADS:
 			rc = parse_workloads(optarg, &o->tier_workloads);
 			break;
+		case OPT_OUT:
+			o->out_dir = optarg;
+			break;
+		case OPT_SVG:
+			o->svg = optarg;
+			break;
+		case OPT_NO_PLOT:
+			o->no_plot = 1;
+			break;
+		case OPT_NO_EXT4:
+			o->no_ext4 = 1;
+			break;
 		case OPT_HELP:
 		case 'h':
 			usage(stdout);
@@ -375,13 +433,17 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 			return -EINVAL;
 		}
 		if (rc < 0) {
-			fprintf(stderr, "ferrite-bench: bad value for --%s: %s\n",
+			fprintf(stderr, "%s: bad value for --%s: %s\n", me,
 				long_opts[c - OPT_QUICK].name, optarg);
 			return rc;
 		}
 	}
 	if (optind < argc) {
-		fprintf(stderr, "ferrite-bench: unexpected argument %s\n", argv[optind]);
+		fprintf(stderr, "%s: unexpected argument %s\n", me, argv[optind]);
+		return -EINVAL;
+	}
+	if (o->no_plot && o->svg) {
+		fprintf(stderr, "%s: --svg and --no-plot together\n", me);
 		return -EINVAL;
 	}
 	if (!o->file_size)
@@ -427,8 +489,50 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	}
 	o->file_size &= ~4095ull;
 	if (o->file_size < (64u << 10)) {
-		fprintf(stderr, "ferrite-bench: --file-size must be at least 64K\n");
+		fprintf(stderr, "%s: --file-size must be at least 64K\n", me);
 		return -EINVAL;
+	}
+	return 0;
+}
+
+/* The JSON and SVG paths: --json and --svg, else in --out (default "."). */
+static int outputs_resolve(struct bench_opts *o)
+{
+	static char json[4096], svg[4096];
+	const char *dir = o->out_dir ? o->out_dir : ".";
+	int rc;
+
+	if (o->out_dir && (rc = mkdir_p(o->out_dir)) < 0) {
+		fprintf(stderr, "%s: cannot create %s: %s\n", me, o->out_dir, strerror(-rc));
+		return rc;
+	}
+	if (!o->json) {
+		snprintf(json, sizeof(json), "%s/ferrite-bench.json", dir);
+		o->json = json;
+	}
+	if (!o->no_plot && !o->svg) {
+		size_t n = strlen(o->json);
+
+		if (n > 5 && strcmp(o->json + n - 5, ".json") == 0)
+			snprintf(svg, sizeof(svg), "%.*s.svg", (int)(n - 5), o->json);
+		else
+			snprintf(svg, sizeof(svg), "%s.svg", o->json);
+		o->svg = svg;
+	}
+	/* said now, not after the measurements */
+	for (int i = 0; i < 2; i++) {
+		const char *file = i ? o->svg : o->json;
+		char d[4096];
+
+		if (!file)
+			continue;
+		snprintf(d, sizeof(d), "%s", file);
+		if (access(dirname(d), W_OK) < 0) {
+			rc = -errno;
+			fprintf(stderr, "%s: cannot write %s: %s (--out DIR puts it elsewhere)\n",
+				me, file, strerror(errno));
+			return rc;
+		}
 	}
 	return 0;
 }
@@ -512,6 +616,9 @@ static void backends_init(struct bench_state *s, const struct bench_opts *o)
 				backend_skip(s, k, "%s", why);
 				continue;
 			}
+			snprintf(s->bk[k]->where, sizeof(s->bk[k]->where),
+				 "%.250s on %.200s (POSIX system calls)", dir,
+				 mount_source(dir, why, sizeof(why)));
 			if (o->drop_caches && !root)
 				snprintf(s->bk[k]->notes, sizeof(s->bk[k]->notes),
 					 "not root: page cache NOT dropped before RW (ext4 RW "
@@ -565,81 +672,286 @@ static void backends_fini(struct bench_state *s)
 	}
 }
 
-int main(int argc, char **argv)
+/* "group 2 of 3: b) metadata, 7 workloads on 3 backends, 3 runs (63 measurements)" */
+static void group_banner(const struct bench_state *s, const struct bench_opts *o, int *nth,
+			 int ngroups, const char *label, int nrows, unsigned cols)
+{
+	int nb = 0;
+
+	for (int k = 0; k < BK_COUNT; k++)
+		nb += (cols & (1u << k)) && s->bk[k];
+	progress("group %d of %d: %s, %d workloads on %d backend%s, %d run%s (%d measurements)",
+		 ++*nth, ngroups, label, nrows, nb, nb == 1 ? "" : "s", o->runs,
+		 o->runs == 1 ? "" : "s", nrows * nb * o->runs);
+}
+
+/* The measurements, the tables, the JSON and the plot (in the child). */
+static int bench_run(struct bench_opts *o, const char *gnuplot)
 {
 	static struct bench_row micro[MICRO_ROWS], meta[META_ROWS];
 	static struct mount_result mnt[BENCH_MAX_MOUNT_SIZES];
 	static struct tier_group tier;
 	static struct bench_state s;
-	struct bench_opts o;
-	char mount_why[320];
+	char mount_why[320], why[400];
 	const char *mount_skip = NULL;
-	int nfail;
+	double t0 = now_sec();
+	int nfail, ngroups = 0, nth = 0, rc = 0;
 
-	if (argc == 3 && strcmp(argv[1], "--probe-mount") == 0)
-		return mount_probe_main(argv[2]);
-	if (parse_opts(argc, argv, &o) < 0) {
-		fprintf(stderr, "try 'ferrite-bench --help'\n");
-		return 2;
-	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	if (o.cpu >= 0) {
+	if (o->cpu >= 0) {
 		cpu_set_t set;
 
 		CPU_ZERO(&set);
-		CPU_SET(o.cpu, &set);
+		CPU_SET(o->cpu, &set);
 		if (sched_setaffinity(0, sizeof(set), &set) < 0) {
-			fprintf(stderr, "ferrite-bench: cannot pin to CPU %d: %s\n", o.cpu,
+			fprintf(stderr, "%s: cannot pin to CPU %d: %s\n", me, o->cpu,
 				strerror(errno));
 			return 2;
 		}
 	}
+	for (unsigned g = o->groups; g; g &= g - 1)
+		ngroups++;
 	micro_rows_init(micro);
 	meta_rows_init(meta);
-	tier_rows_init(&tier, &o);
-	backends_init(&s, &o);
-	report_header(s.bk, s.skip, &o);
+	tier_rows_init(&tier, o);
+	backends_init(&s, o);
+	report_header(s.bk, s.skip, o);
 
-	if (o.groups & G_MICRO) {
-		micro_run(s.bk, &o, micro);
-		report_micro(micro, s.skip, &o);
+	if (o->groups & G_MICRO) {
+		group_banner(&s, o, &nth, ngroups, "a) micro", MICRO_ROWS, MICRO_COLS);
+		micro_run(s.bk, o, micro);
+		report_micro(micro, s.skip, o);
 	}
-	if (o.groups & G_META) {
-		meta_run(s.bk, &o, meta);
-		report_meta(meta, s.skip, &o);
+	if (o->groups & G_META) {
+		group_banner(&s, o, &nth, ngroups, "b) metadata", META_ROWS, META_COLS);
+		meta_run(s.bk, o, meta);
+		report_meta(meta, s.skip, o);
 	}
-	if (o.groups & G_TIER) {
-		tier_run(s.bk, s.skip, &o, &tier);
-		report_tier(&tier, s.skip, &o);
+	if (o->groups & G_TIER) {
+		group_banner(&s, o, &nth, ngroups, "d) tier", TIER_ROWS, TIER_COLS);
+		tier_run(s.bk, s.skip, o, &tier);
+		report_tier(&tier, s.skip, o);
 	}
 	backends_fini(&s); /* the ferrite pool is unmounted before c) forks its probes */
 
-	if (o.groups & G_MOUNT) {
-		if (!(o.backends & (1u << BK_FERRITE)))
+	if (o->groups & G_MOUNT) {
+		progress("group %d of %d: c) mount, pools of %d sizes, %d run%s", ++nth, ngroups,
+			 o->n_mount_files, o->runs, o->runs == 1 ? "" : "s");
+		if (!(o->backends & (1u << BK_FERRITE)))
 			mount_skip = "ferrite not selected (--backends)";
-		else if (mount_group_run(&o, mnt, o.n_mount_files, mount_why, sizeof(mount_why)) <
+		else if (mount_group_run(o, mnt, o->n_mount_files, mount_why, sizeof(mount_why)) <
 			 0)
 			mount_skip = mount_why;
-		report_mount(mnt, o.n_mount_files, mount_skip, &o);
+		report_mount(mnt, o->n_mount_files, mount_skip, o);
 	}
-	if (o.json) {
-		if (report_json(o.json, s.bk, s.skip, &o, (o.groups & G_MICRO) ? micro : NULL,
-				(o.groups & G_META) ? meta : NULL,
-				(o.groups & G_MOUNT) ? mnt : NULL, o.n_mount_files, mount_skip,
-				(o.groups & G_TIER) ? &tier : NULL) != 0) {
-			fprintf(stderr, "ferrite-bench: cannot write %s\n", o.json);
-			return 1;
+	if (report_json(o->json, s.bk, s.skip, o, (o->groups & G_MICRO) ? micro : NULL,
+			(o->groups & G_META) ? meta : NULL, (o->groups & G_MOUNT) ? mnt : NULL,
+			o->n_mount_files, mount_skip, (o->groups & G_TIER) ? &tier : NULL) != 0) {
+		fprintf(stderr, "%s: cannot write %s: %s\n", me, o->json, strerror(errno));
+		return 1;
+	}
+	progress("results written to %s", o->json);
+	if (o->no_gnuplot)
+		fprintf(stderr,
+			"%s: no plot: gnuplot is not installed (apt-get install gnuplot-nox; "
+			"--no-plot says no plot is wanted)\n",
+			me);
+	if (o->svg) {
+		int p =
+		    report_plot(o->svg, gnuplot, s.skip, o, (o->groups & G_MICRO) ? micro : NULL,
+				(o->groups & G_META) ? meta : NULL,
+				(o->groups & G_TIER) ? &tier : NULL, why, sizeof(why));
+
+		if (p < 0) {
+			fprintf(stderr, "%s: no plot: %s\n", me, why);
+			rc = 1;
+		} else if (p > 0) {
+			progress("no plot: %s", why);
+		} else {
+			progress("plot written to %s", o->svg);
 		}
-		progress("results written to %s", o.json);
 	}
-	rmdir(o.workdir);
-	if (o.groups & G_TIER)
-		rmdir(o.disk_dir); /* if empty: --keep leaves the tier's backing in it */
-	nfail = count_failures(&s, &o, micro, meta, mnt, mount_skip, &tier);
+	rmdir(o->workdir);
+	if (o->groups & G_TIER)
+		rmdir(o->disk_dir); /* if empty: --keep leaves the tier's backing in it */
+	nfail = count_failures(&s, o, micro, meta, mnt, mount_skip, &tier);
+	progress("done in %.0f s", now_sec() - t0);
 	if (nfail) {
-		fprintf(stderr, "ferrite-bench: %d error%s (see the tables above)\n", nfail,
+		fprintf(stderr, "%s: %d error%s (see the tables above)\n", me, nfail,
 			nfail == 1 ? "" : "s");
 		return 1;
 	}
-	return 0;
+	return rc;
+}
+
+/* POOL with SUFFIX before its ".pool", as backend_ferrite.c names them. */
+static void pool_variant(char *out, size_t len, const char *pool, const char *suffix)
+{
+	size_t n = strlen(pool);
+	int dot = n > 5 && strcmp(pool + n - 5, ".pool") == 0;
+
+	snprintf(out, len, "%.*s%s%s", (int)(dot ? n - 5 : n), pool, suffix, dot ? ".pool" : "");
+}
+
+/* What a run stopped half-way leaves behind: its pools, the tmpfs column's
+ * files and the tier's directories (they can hold GiB). */
+static void leftovers(const struct bench_opts *o)
+{
+	char path[4200], dir[4096];
+	glob_t g;
+
+	snprintf(path, sizeof(path), "%s/tmpfs", o->workdir);
+	rm_tree(path);
+	rmdir(o->workdir);
+	snprintf(path, sizeof(path), "%s/ferrite-bench-raw.pool", o->raw_dir);
+	unlink(path);
+	snprintf(dir, sizeof(dir), "%s", o->pool);
+	snprintf(path, sizeof(path), "%s/ferrite-bench-mount-*.pool", dirname(dir));
+	if (glob(path, 0, NULL, &g) == 0) {
+		for (size_t i = 0; i < g.gl_pathc; i++)
+			unlink(g.gl_pathv[i]);
+		globfree(&g);
+	}
+	if (o->keep)
+		return;
+	unlink(o->pool);
+	pool_variant(path, sizeof(path), o->pool, "-strict");
+	unlink(path);
+	if (!(o->groups & G_TIER))
+		return;
+	if (o->tier_pool)
+		unlink(o->tier_pool);
+	pool_variant(path, sizeof(path), o->pool, "-tier");
+	unlink(path);
+	snprintf(path, sizeof(path), "%s/tier-backing", o->disk_dir);
+	rm_tree(path);
+	snprintf(path, sizeof(path), "%s/ext4", o->disk_dir);
+	rm_tree(path);
+	rmdir(o->disk_dir);
+}
+
+/* "ferrite bench --only micro,meta" (as run, under the name it was run as). */
+static const char *command_line(int argc, char **argv)
+{
+	static char buf[1024];
+	size_t n = (size_t)snprintf(buf, sizeof(buf), "%s", me);
+
+	for (int i = 1; i < argc && n < sizeof(buf); i++)
+		n += (size_t)snprintf(buf + n, sizeof(buf) - n, " %s", argv[i]);
+	return buf;
+}
+
+static void load_average(char *buf, size_t len)
+{
+	FILE *f = fopen("/proc/loadavg", "re");
+	double a = 0, b = 0, c = 0;
+
+	snprintf(buf, len, "?");
+	if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3)
+		snprintf(buf, len, "%.2f %.2f %.2f", a, b, c);
+	if (f)
+		fclose(f);
+}
+
+static volatile sig_atomic_t stop_signal;
+static volatile pid_t child_pid;
+
+static void on_stop(int sig)
+{
+	stop_signal = sig;
+	if (child_pid > 0)
+		kill(child_pid, SIGTERM);
+}
+
+int main(int argc, char **argv)
+{
+	struct bench_opts o;
+	struct ext4_loop e4 = {.loop_fd = -1};
+	char gnuplot[4096] = "", e4why[320];
+	int st, rc, svg_asked = 0;
+	pid_t pid;
+
+	if (argc == 3 && strcmp(argv[1], "--probe-mount") == 0)
+		return mount_probe_main(argv[2]);
+	if (getenv("FERRITE_BENCH_AS"))
+		me = getenv("FERRITE_BENCH_AS");
+	argv[0] = (char *)me; /* getopt's messages name the command as run */
+	if (parse_opts(argc, argv, &o) < 0) {
+		fprintf(stderr, "Try '%s --help' for more information.\n", me);
+		return 2;
+	}
+	if (!o.no_plot && plot_find_gnuplot(gnuplot, sizeof(gnuplot)) < 0) {
+		/* said now and again at the end; the measurements and the JSON go on */
+		svg_asked = o.svg != NULL;
+		fprintf(stderr,
+			"%s: gnuplot is not installed, so there will be no plot, only the JSON: "
+			"apt-get install gnuplot-nox (or run with --no-plot)\n",
+			me);
+		o.no_plot = 1;
+		o.no_gnuplot = 1;
+		o.svg = NULL;
+	}
+	if (outputs_resolve(&o) < 0)
+		return 2;
+	o.command = command_line(argc, argv);
+	load_average(o.load, sizeof(o.load));
+	progress("load average %s (1, 5, 15 min): the figures are only as quiet as the machine",
+		 o.load);
+	/* ext4 for a) and b), unless given or not wanted */
+	if ((o.groups & (G_MICRO | G_META)) && (o.backends & (1u << BK_EXT4)) && !o.ext4_dir &&
+	    !o.ext4_skip) {
+		if (o.no_ext4)
+			o.ext4_skip = "not wanted (--no-ext4)";
+		else if (ext4_loop_setup(&e4, &o, e4why, sizeof(e4why)) < 0)
+			o.ext4_skip = e4why;
+		else
+			o.ext4_dir = e4.mnt;
+	}
+
+	/* The run is a child: a signal stops it, and this process cleans up. */
+	fflush(NULL);
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	signal(SIGHUP, on_stop);
+	signal(SIGPIPE, SIG_IGN); /* a closed pipe ends the run, not the clean-up */
+	pid = fork();
+	if (pid < 0) {
+		fprintf(stderr, "%s: fork: %s\n", me, strerror(errno));
+		ext4_loop_teardown(&e4);
+		return 2;
+	}
+	if (pid == 0) {
+		signal(SIGINT, SIG_DFL);
+		signal(SIGTERM, SIG_DFL);
+		signal(SIGHUP, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		_exit(bench_run(&o, gnuplot));
+	}
+	child_pid = pid;
+	if (stop_signal) /* it came before child_pid was known */
+		kill(pid, SIGTERM);
+	while (waitpid(pid, &st, 0) < 0)
+		if (errno != EINTR) {
+			st = 0;
+			break;
+		}
+	if (WIFSIGNALED(st) || stop_signal) {
+		if (!stop_signal)
+			fprintf(stderr,
+				"%s: the run was killed (%s; out of memory? see dmesg); removing "
+				"its files\n",
+				me, strsignal(WTERMSIG(st)));
+		else
+			progress("stopped (%s); removing what the run made",
+				 strsignal(stop_signal));
+		leftovers(&o);
+	}
+	ext4_loop_teardown(&e4);
+	if (stop_signal)
+		rc = 128 + stop_signal;
+	else
+		rc = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	if (rc == 0 && svg_asked)
+		rc = 1; /* --svg named a plot that could not be drawn */
+	return rc;
 }

@@ -618,8 +618,13 @@ int report_json(const char *path, struct bench_backend *bk[BK_COUNT], const char
 	json_str(f, u.release);
 	fprintf(f, ", \"cpu\": ");
 	json_str(f, cpu);
-	fprintf(f, ", \"cpus\": %ld, \"time\": %lld},\n", sysconf(_SC_NPROCESSORS_ONLN),
+	fprintf(f,
+		", \"cpus\": %ld, \"time\": %lld, \"load_before\": ", sysconf(_SC_NPROCESSORS_ONLN),
 		(long long)time(NULL));
+	json_str(f, o->load[0] ? o->load : "?");
+	fprintf(f, "},\n  \"command\": ");
+	json_str(f, o->command ? o->command : "");
+	fprintf(f, ",\n");
 	fprintf(f,
 		"  \"options\": {\"file_size\": %llu, \"rand_ops\": %llu, \"files\": %llu, "
 		"\"runs\": %d, \"cpu\": %d, \"quick\": %s},\n",

@@ -6,9 +6,10 @@
 # compiles on its own, the README's C example compiles with pkg-config and
 # runs, `ferrite run` finds the installed preload library, the man pages
 # render (MAN_BUILT=ON), the completion knows every option --help lists,
-# the systemd unit verifies, and the mount helper and umount helper mount
-# and unmount a pool as mount(8) would call them. CFLAGS: for the programs
-# compiled against the library (the sanitizer build's -fsanitize=...).
+# the systemd unit verifies, `ferrite bench` runs the installed benchmark,
+# and the mount helper and umount helper mount and unmount a pool as
+# mount(8) would call them. CFLAGS: for the programs compiled against the
+# library (the sanitizer build's -fsanitize=...).
 set -euo pipefail
 build=$1 src=$2 man_built=${3:-OFF} extra_cflags=${4:-}
 tmp=$(mktemp -d -p /dev/shm ferrite-install.XXXXXX)
@@ -38,6 +39,8 @@ for f in libferrite.so libferrite.so.0 ferrite/libferrite-preload.so pkgconfig/f
 done
 [ -n "$(find "$prefix" -name 'ferrite-mount@.service')" ] || fail "ferrite-mount@.service not installed"
 [ -x "$(find "$prefix" -name ferrite-crashtest | head -n 1)" ] || fail "ferrite-crashtest not installed"
+[ -x "$(find "$prefix" -path '*/ferrite/ferrite-bench' | head -n 1)" ] ||
+	fail "ferrite-bench not installed in libexec/ferrite"
 grep -q "^prefix=$prefix\$" "$libdir/pkgconfig/ferrite.pc" || fail "ferrite.pc: prefix is not $prefix"
 grep -q "$prefix/bin/ferrite" "$prefix/sbin/umount.fuse.ferrite" || fail "umount helper: wrong ferrite"
 
@@ -85,6 +88,14 @@ $cc -std=gnu11 -Wall -Werror $extra_cflags -o "$tmp/small" "$tmp/small.c" \
 step "ferrite run uses the installed preload library"
 [ "$(env -u FERRITE_PRELOAD_LIB "$ferrite" run --pool "$tmp/my.pool" -- cat /pm/hello)" = hi ] ||
 	fail "ferrite run: no /pm/hello"
+
+step "ferrite bench runs the installed ferrite-bench"
+# A smoke run in a fraction of a second: two columns, a 64 MiB pool, no
+# plot (gnuplot is optional); it proves the program is found and linked.
+env -u FERRITE_BENCH "$ferrite" bench --quick --only micro --backends ferrite,tmpfs --no-plot \
+	--pool-size 64M --pool "$tmp/bench.pool" --workdir "$tmp/bench" --out "$tmp/bench-out" \
+	>"$tmp/bench.log" 2>&1 || fail "ferrite bench --quick: $(tail -n 5 "$tmp/bench.log")"
+[ -s "$tmp/bench-out/ferrite-bench.json" ] || fail "ferrite bench --quick wrote no JSON"
 
 step "completion"
 # The options each --help lists (read here with grep, not the generator's

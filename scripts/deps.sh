@@ -5,11 +5,12 @@
 # the front-end tests run (sqlite3, db_bench, fio, postmark, coreutils);
 # test.sh's other builds need clang, dpkg-dev (dpkg-buildflags) and binutils
 # (readelf, for the hardening check); the Debian packages debhelper
-# (dpkg-buildpackage) and help2man (the man pages), their smoke test man-db.
+# (dpkg-buildpackage) and help2man (the man pages), their smoke test man-db;
+# `ferrite bench` draws its plot with gnuplot (gnuplot-nox: no X libraries).
 set -euo pipefail
 pkgs=(cmake make gcc clang dpkg-dev binutils pkg-config libpmem2-dev e2fsprogs libfuse3-dev fuse3
 	sqlite3 rocksdb-tools fio postmark tar findutils coreutils git zip unzip xz-utils
-	debhelper help2man man-db)
+	debhelper help2man man-db gnuplot-nox)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -4,7 +4,8 @@
 # (nothing of the source or build tree is used): mkfs a pool, mount it
 # through a line of an fstab (a scratch one, `mount -T`), write and read a
 # file through the mount, umount(8), fsck clean, `man ferrite` renders,
-# pkg-config and the README's C example, bash completion, `ferrite run`, and
+# pkg-config and the README's C example, bash completion, `ferrite run`,
+# `ferrite bench` (a smoke run, with its plot when gnuplot is installed), and
 # the systemd unit's command line with its stop by SIGTERM. Then it purges
 # the packages again (FERRITE_KEEP_PACKAGES=1 keeps them). Run as root.
 set -euo pipefail
@@ -69,7 +70,7 @@ ferrite fsck "$pool" >"$tmp/fsck.out" 2>&1 || fail "fsck right after umount: $(c
 step "man pages"
 MANPAGER=cat MANWIDTH=80 man ferrite >"$tmp/man.txt" 2>&1 || fail "man ferrite"
 grep -q 'fuse\.ferrite' "$tmp/man.txt" || fail "man ferrite: $(head -5 "$tmp/man.txt")"
-for page in ferrite-mkfs ferrite-mount "3 ferrite.h" "8 umount.fuse.ferrite"; do
+for page in ferrite-mkfs ferrite-mount ferrite-bench "3 ferrite.h" "8 umount.fuse.ferrite"; do
 	# shellcheck disable=SC2086 # "3 ferrite.h" is two words
 	man -P cat $page >/dev/null 2>&1 || fail "man $page"
 done
@@ -95,6 +96,20 @@ cc -Wall -Werror -o small small.c $flags && ./small || fail "the README example 
 step "ferrite run"
 [ "$(ferrite run --pool "$pool" -- cat /pm/hello)" = "hello from the package" ] ||
 	fail "ferrite run did not read /pm/hello"
+
+step "ferrite bench (/usr/libexec/ferrite/ferrite-bench)"
+[ -x /usr/libexec/ferrite/ferrite-bench ] || fail "no /usr/libexec/ferrite/ferrite-bench"
+ferrite bench --help | grep -q "^Usage: ferrite bench" || fail "ferrite bench --help"
+# two columns and a 64 MiB pool: a fraction of a second; gnuplot is only suggested
+ferrite bench --quick --only micro --backends ferrite,tmpfs --pool-size 64M --pool "$tmp/bench.pool" \
+	--workdir "$tmp/bench" --out "$tmp/bench-out" >"$tmp/bench.log" 2>&1 ||
+	fail "ferrite bench --quick: $(tail -n 5 "$tmp/bench.log")"
+[ -s "$tmp/bench-out/ferrite-bench.json" ] || fail "ferrite bench --quick wrote no JSON"
+if command -v gnuplot >/dev/null; then
+	grep -q "</svg>" "$tmp/bench-out/ferrite-bench.svg" || fail "ferrite bench --quick drew no plot"
+else
+	grep -q "gnuplot is not installed" "$tmp/bench.log" || fail "ferrite bench: no word of gnuplot"
+fi
 
 step "bash completion"
 got=$(bash -c 'source /usr/share/bash-completion/completions/ferrite

@@ -45,6 +45,7 @@ int cmd_mount(int argc, char **argv);	  /* cmd_mount.c */
 int cmd_umount(int argc, char **argv);	  /* cmd_mount.c */
 int cmd_run(int argc, char **argv);	  /* cmd_run.c: the preload shim */
 int cmd_crashtest(int argc, char **argv); /* cmd_crashtest.c: runs ferrite-crashtest */
+int cmd_bench(int argc, char **argv);	  /* cmd_bench.c: runs ferrite-bench */
 int cmd_stats(int argc, char **argv);	  /* cmd_stats.c: a tiered pool's cache */
 int cmd_tune(int argc, char **argv);	  /* cmd_tune.c: label, mode, backing directory */
 int cmd_stat(int argc, char **argv);	  /* cmd_stat.c: the inode view */

@@ -36,6 +36,7 @@ static const struct cli_cmd commands[] = {
     {"umount", cmd_umount, "unmount a mounted pool and wait until it is released"},
     {"run", cmd_run, "run a program with its files under /pm in a pool"},
     {"stats", cmd_stats, "show what the cache of a tiered pool does"},
+    {"bench", cmd_bench, "measure Ferrite against tmpfs, ext4 and raw memory"},
     {"crashtest", cmd_crashtest, "explore crash states: recover and check every image"},
     {"help", cmd_help, "show the help of a command"},
 };
