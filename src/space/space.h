@@ -334,5 +334,8 @@ void vs_page_changed(struct space *sp, uint64_t v_page, uint64_t unused1, uint64
 void vs_window_changed(struct space *sp, uint64_t v_window, uint64_t nwindows, uint64_t unused);
 void vs_moved(struct space *sp, uint64_t src, uint64_t dst, uint64_t nwindows);
 void vs_pages_changed(struct space *sp, uint64_t v, uint64_t npages, uint64_t unused);
+/* At once, inside the transaction: the pages of window vw set in unnamed
+ * (bit o: page o) left its reservation and are no longer the file's. */
+void vs_reservation_dropped(struct space *sp, uint64_t vw, const uint64_t unnamed[8]);
 
 #endif

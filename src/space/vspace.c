@@ -408,6 +408,12 @@ int sp_ptable_check(const struct space *sp, const struct sp_ptable *pt, uint64_t
 	return *why ? -EUCLEAN : 0;
 }
 
+/* Windows whose home unit is mapped whole under their pages. */
+static int home_mapped(const struct sp_ptable *pt)
+{
+	return (pt->pt_flags & (PT_F_HEADER | PT_F_RESERVED)) != 0;
+}
+
 static int map_table_window(struct space *sp, uint64_t w, struct sp_ptable *pt)
 {
 	uint64_t v = w << FR_UNIT_SHIFT;
@@ -417,10 +423,12 @@ static int map_table_window(struct space *sp, uint64_t w, struct sp_ptable *pt)
 			      "page table of window %#llx damaged: %s (run `ferrite fsck`)",
 			      (unsigned long long)v, why);
 	/* A small-file window maps its home unit under the pages mapped one by
-	 * one (most of them sit there); a large file's window the zero page,
-	 * which is what its holes read. A page no file owns (never read by a
-	 * consistent pool, D2) so reads as something instead of faulting. */
-	uint64_t home = (pt->pt_flags & PT_F_HEADER) ? pt->pt_home : 0;
+	 * one (most of them sit there), and so does a reserved large window
+	 * (its unnamed home pages hold zeros, window.c W2: they read as the
+	 * holes they are); another large window maps the zero page, which is
+	 * what its holes read. A page no file owns (never read by a consistent
+	 * pool, D2) so reads as something instead of faulting. */
+	uint64_t home = home_mapped(pt) ? pt->pt_home : 0;
 	int rc = home ? map_pool(sp, v, FR_UNIT_SIZE, home, 0) : map_zero(sp, v, FR_UNIT_SIZE);
 	if (rc)
 		return rc;
@@ -517,7 +525,7 @@ void vs_page_changed(struct space *sp, uint64_t vp, uint64_t u1, uint64_t u2)
 	struct sp_ptable *pt = ppt_table(sp, went);
 	unsigned o = (unsigned)((vp >> FR_PAGE_SHIFT) & 511);
 	uint64_t pg = pt->pt_pte[o];
-	uint64_t home = (pt->pt_flags & PT_F_HEADER) ? pt->pt_home : 0; /* see map_table_window */
+	uint64_t home = home_mapped(pt) ? pt->pt_home : 0; /* see map_table_window */
 	if (!pg)
 		goto out;
 	if (home && pg == (home >> FR_PAGE_SHIFT) + o) {
@@ -570,18 +578,29 @@ void vs_pages_changed(struct space *sp, uint64_t v, uint64_t n, uint64_t unused)
 		break;
 	case PPT_TABLE:
 		pt = ppt_table(sp, went);
-		/* only a small-file window has its home mapped under its pages */
-		home = (pt->pt_flags & PT_F_HEADER) ? pt->pt_home >> FR_PAGE_SHIFT : 0;
+		/* small-file and reserved windows have their home mapped under
+		 * their pages */
+		home = home_mapped(pt) ? pt->pt_home >> FR_PAGE_SHIFT : 0;
 		break;
 	default:
 		unmap_window(sp, w);
 		goto out;
 	}
 #define PG_OF(o) (pt ? (uint64_t)pt->pt_pte[(o)] : home + (o))
+	/* a page now at its home offset whose home mapping is intact (no
+	 * exception recorded) needs no new mapping: an append to a reserved
+	 * window makes no system call */
+	struct vs_exc *was = pt && home ? exc_find(sp, w, 0) : NULL;
+#define AT_HOME(o)                                                                                 \
+	(pt && home && PG_OF(o) == home + (o) && !(was && (was->bits[(o) >> 6] >> ((o)&63)) & 1))
 	for (unsigned o = o0; o < o1;) {
 		uint64_t pg = PG_OF(o);
+		if (AT_HOME(o)) {
+			o++;
+			continue;
+		}
 		unsigned run = 1;
-		while (o + run < o1 && pg && PG_OF(o + run) == pg + run)
+		while (o + run < o1 && pg && PG_OF(o + run) == pg + run && !AT_HOME(o + run))
 			run++;
 		if (pg && map_pool(sp, vw + ((uint64_t)o << FR_PAGE_SHIFT),
 				   (uint64_t)run << FR_PAGE_SHIFT, pg << FR_PAGE_SHIFT, 0)) {
@@ -605,8 +624,48 @@ void vs_pages_changed(struct space *sp, uint64_t v, uint64_t n, uint64_t unused)
 				e->bits[o >> 6] &= ~(1ULL << (o & 63));
 		}
 	}
+#undef AT_HOME
 #undef PG_OF
 out:
+	pthread_mutex_unlock(&sp->map_lock);
+}
+
+/* A reserved window gave its unnamed home pages back (window.c W2): they
+ * may be handed out at once, to another file, by the transaction that
+ * dropped the reservation, so they are mapped to the zero page now, not
+ * after the commit. Holes read zeros before and after, and no page of the
+ * range is written meanwhile (backing one takes the allocator lock this
+ * transaction holds), so the window's file needs no lock. Should the
+ * transaction be abandoned, the window is reserved again with those pages
+ * recorded as exceptions, mapped home again when backed. */
+void vs_reservation_dropped(struct space *sp, uint64_t vw, const uint64_t unnamed[8])
+{
+	if (!sp->wstate)
+		return;
+	uint64_t w = vw >> FR_UNIT_SHIFT;
+	pthread_mutex_lock(&sp->map_lock);
+	if (sp->wstate[w] == VS_MAPPED) {
+		struct vs_exc *e = exc_find(sp, w, 1);
+		for (unsigned o = 0; o < 512;) {
+			if (!((unnamed[o >> 6] >> (o & 63)) & 1)) {
+				o++;
+				continue;
+			}
+			unsigned n = 1;
+			while (o + n < 512 && ((unnamed[(o + n) >> 6] >> ((o + n) & 63)) & 1))
+				n++;
+			/* in place (V0); on failure the old mapping stays and the
+			 * window is marked stale below */
+			if (map_zero(sp, vw + ((uint64_t)o << FR_PAGE_SHIFT),
+				     (uint64_t)n << FR_PAGE_SHIFT) != 0)
+				e = NULL;
+			for (unsigned j = o; e && j < o + n; j++)
+				e->bits[j >> 6] |= 1ULL << (j & 63);
+			o += n;
+		}
+		if (!e) /* mapped again from the PPT, in place, at its next use */
+			__atomic_store_n(&sp->wstate[w], VS_UNMAPPED, __ATOMIC_RELEASE);
+	}
 	pthread_mutex_unlock(&sp->map_lock);
 }
 

@@ -13,7 +13,14 @@
  *               pte names are allocated, unwritten and counted in
  *               st_prealloc_pages (SCMFS pre-allocation); they come back by
  *               part_gc_reservations, or become the window's unit when all
- *               512 are written (promotion, no copy).
+ *               512 are written (promotion, no copy);
+ *             W2 those unnamed home pages hold zeros: they are zeroed when
+ *               the unit is reserved, and a page leaves the reservation only
+ *               by being written (named) or by the reservation's end. So the
+ *               process maps the home unit whole under a reserved window
+ *               (vspace.c), its holes read zeros, and an append needs no
+ *               new mapping; when the reservation ends, the unnamed pages
+ *               are mapped to the zero page before anyone can reuse them.
  * Crash argument: as part.c -- entries, tables, allocator words and the
  *   pre-allocation counter change only in the caller's transaction; a new
  *   table page is written and fenced before the entry that links it.
@@ -68,7 +75,12 @@ static uint64_t drop_reservation(struct tx *tx, struct sp_ptable *pt)
 			tx_damaged(tx, "reserved window without a home unit");
 		return 0;
 	}
-	uint64_t released = 0;
+	uint64_t released = 0, unnamed[8] = {0};
+	for (unsigned o = 0; o < 512; o++)
+		if (!tx_get4(tx, &pt->pt_pte[o]))
+			unnamed[o >> 6] |= 1ULL << (o & 63);
+	/* W2: unmapped from the window before the allocator can hand them out */
+	vs_reservation_dropped(tx->sp, tx_get8(tx, &pt->pt_vaddr), unnamed);
 	for (unsigned o = 0; o < 512;) {
 		if (tx_get4(tx, &pt->pt_pte[o])) {
 			o++;
@@ -107,7 +119,8 @@ uint64_t part_gc_reservations(struct tx *tx, uint64_t want)
 	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
 	for (uint64_t i = 0; i < n0 && i < 512 && got < want; i++) {
 		uint64_t e0 = tx_get8(tx, &root[i]);
-		if ((e0 & PPT_TYPE_MASK) != PPT_DIR || !sp_data_range_ok(sp, e0 & ~PPT_TYPE_MASK, 4096))
+		if ((e0 & PPT_TYPE_MASK) != PPT_DIR ||
+		    !sp_data_range_ok(sp, e0 & ~PPT_TYPE_MASK, 4096))
 			continue;
 		uint64_t *pud = (uint64_t *)sp_ptr(sp, e0 & ~PPT_TYPE_MASK);
 		for (uint64_t j = 0; j < 512 && got < want; j++) {
@@ -136,7 +149,7 @@ uint64_t part_gc_reservations(struct tx *tx, uint64_t want)
 /* A page table for a window of a large partition that is about to get its
  * first pages. Format 4: it reserves a whole unit as its home when one is
  * free (W1), so the pages a file writes over time end up as one unit. */
-static int new_large_table(struct tx *tx, uint64_t vw, uint64_t *went)
+static int new_large_table(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1, uint64_t *went)
 {
 	struct space *sp = tx->sp;
 	int64_t u = bud_alloc(tx, BUD_TOP_ORDER);
@@ -154,6 +167,15 @@ static int new_large_table(struct tx *tx, uint64_t vw, uint64_t *went)
 		img->pt_home = (uint64_t)u << FR_PAGE_SHIFT;
 		img->pt_flags = PT_F_RESERVED;
 		add_prealloc(tx, 512);
+		/* W2: zeros where the caller does not write now (it zeroes what
+		 * it leaves of the pages it backs); fenced by the commit, as the
+		 * unit is unreachable until then */
+		char *home = sp_ptr(sp, (uint64_t)u << FR_PAGE_SHIFT);
+		if (o0 > 0)
+			pm_zero_nt(home, (size_t)o0 << FR_PAGE_SHIFT);
+		if (o1 < 512)
+			pm_zero_nt(home + ((size_t)o1 << FR_PAGE_SHIFT), (size_t)(512 - o1)
+									     << FR_PAGE_SHIFT);
 	}
 	uint64_t toff = (uint64_t)tp << FR_PAGE_SHIFT;
 	pm_copy_nt(sp_ptr(sp, toff), img, sizeof(*img));
@@ -188,7 +210,7 @@ int part_large_back_pages(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1, 
 		return 0;
 	}
 	if (went == PPT_NONE) {
-		int rc = new_large_table(tx, vw, &went);
+		int rc = new_large_table(tx, vw, o0, o1, &went);
 		if (rc)
 			return rc;
 		tx_set8(tx, slot, went);
@@ -218,7 +240,8 @@ int part_large_back_pages(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1, 
 		} else {
 			uint32_t prev = o ? tx_get4(tx, &pt->pt_pte[o - 1]) : 0;
 			pg = -ENOSPC;
-			if (prev && sp_page_ok(sp, prev) && bud_alloc_at(tx, (uint64_t)prev + 1, 0) == 0)
+			if (prev && sp_page_ok(sp, prev) &&
+			    bud_alloc_at(tx, (uint64_t)prev + 1, 0) == 0)
 				pg = (int64_t)prev + 1;
 			if (pg < 0)
 				pg = bud_alloc(tx, 0);
