@@ -167,8 +167,11 @@ int tier_flush_chunk_locked(struct tier *t, uint64_t c)
 /* ---- making room in a slot --------------------------------------------------------- */
 
 struct room_retry {
-	struct tier_file *wait_for; /* its flush lock was busy: wait, then retry */
-	int epoch_full;		    /* epoch mode: a page of the open epoch is in the way */
+	/* the file (number + 1) whose flush lock was busy: wait, then retry. Its
+	 * number, not a pointer: once the slot locks are dropped, the file may
+	 * be unlinked and freed by the thread that holds that lock */
+	uint32_t wait_fid1;
+	int epoch_full; /* epoch mode: a page of the open epoch is in the way */
 };
 
 /* Frees one chunk of slot s other than keep for new content and returns it,
@@ -210,7 +213,7 @@ static int64_t make_room(struct tier *t, uint64_t s, int64_t keep, int may_flush
 	if (!vf)
 		return fr_err(-EUCLEAN, "chunk %lld belongs to no file", (long long)v);
 	if (pthread_mutex_trylock(&vf->flush_lock) != 0) {
-		retry->wait_for = vf;
+		retry->wait_fid1 = vf->fid + 1;
 		return -EAGAIN;
 	}
 	int rc = write_back(t, vf, (uint64_t)v, 1);
@@ -607,9 +610,14 @@ ssize_t tier_cache_write(struct tier *t, struct tier_file *tf, int kfd, const st
 		if (rc != -EAGAIN)
 			break;
 		/* Back off with no slot lock held, then go again. */
-		if (retry.wait_for) {
-			pthread_mutex_lock(&retry.wait_for->flush_lock);
-			pthread_mutex_unlock(&retry.wait_for->flush_lock);
+		if (retry.wait_fid1) {
+			/* under a reference (none: it is gone, go again at once) */
+			struct tier_file *w = tf_ref(t, retry.wait_fid1 - 1);
+			if (w) {
+				pthread_mutex_lock(&w->flush_lock);
+				pthread_mutex_unlock(&w->flush_lock);
+				tf_put(t, w);
+			}
 		} else if (retry.epoch_full) {
 			rc = TIER_E_EPOCH_FULL; /* the caller commits, with no lock held */
 			break;
