@@ -39,7 +39,9 @@ DEBIAN_FRONTEND=noninteractive dpkg -i "${debs[@]}" >/dev/null ||
 	fail "the packages do not install"
 [ "$(command -v ferrite)" = /usr/bin/ferrite ] || fail "ferrite is not /usr/bin/ferrite"
 for p in ferrite libferrite0 libferrite-dev; do
-	dpkg-query -W -f='${Status}\n' "$p" | grep -q "install ok installed" || fail "$p not installed"
+	# captured first: under pipefail, grep -q quitting early would fail the pipe
+	status=$(dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null || true)
+	grep -q "install ok installed" <<<"$status" || fail "$p not installed"
 done
 version=$(ferrite --version | awk '{ print $2 }')
 [ "$version" = "$(dpkg-query -W -f='${Version}' ferrite)" ] ||
@@ -99,7 +101,10 @@ step "ferrite run"
 
 step "ferrite bench (/usr/libexec/ferrite/ferrite-bench)"
 [ -x /usr/libexec/ferrite/ferrite-bench ] || fail "no /usr/libexec/ferrite/ferrite-bench"
-ferrite bench --help | grep -q "^Usage: ferrite bench" || fail "ferrite bench --help"
+# captured first: under pipefail, grep -q quitting at the first line would
+# end the long --help with SIGPIPE and fail the pipe
+bench_help=$(ferrite bench --help) || fail "ferrite bench --help failed"
+grep -q "^Usage: ferrite bench" <<<"$bench_help" || fail "ferrite bench --help"
 # two columns and a 64 MiB pool: a fraction of a second; gnuplot is only suggested
 ferrite bench --quick --only micro --backends ferrite,tmpfs --pool-size 64M --pool "$tmp/bench.pool" \
 	--workdir "$tmp/bench" --out "$tmp/bench-out" >"$tmp/bench.log" 2>&1 ||
