@@ -130,7 +130,8 @@ struct space {
 	 * (VMAs) in each window and in all, the budget, and the eviction state */
 	uint16_t *wmaps;
 	uint64_t live_maps, map_budget, stat_evictions;
-	int evict; /* enum vs_evict, read without map_lock at each call */
+	uint64_t evict_at; /* live_maps past which an eviction is wanted */
+	int evict;	   /* enum vs_evict, read without map_lock at each call */
 };
 
 /* ---- geometry ------------------------------------------------------------ */

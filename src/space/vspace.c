@@ -88,10 +88,24 @@ static void vs_slot_release(void *slot)
 	__atomic_store_n(&s->owned, 0, __ATOMIC_RELEASE);
 }
 
+/* A forked child has only the thread that forked: the other threads' slots
+ * would count calls that never end there, and block every eviction. */
+static void vs_slots_after_fork(void)
+{
+	for (int i = 0; i < VS_SLOTS; i++)
+		if (&vs_slots[i] != vs_my_slot) {
+			vs_slots[i].depth = 0;
+			vs_slots[i].owned = 0;
+		}
+	if (vs_my_slot != &vs_shared_slot)
+		vs_shared_slot.depth = 0;
+}
+
 static void vs_slot_key_init(void)
 {
 	if (pthread_key_create(&vs_slot_key, vs_slot_release) != 0)
 		vs_slot_key = (pthread_key_t)-1;
+	pthread_atfork(NULL, NULL, vs_slots_after_fork);
 }
 
 struct vs_slot *vs_slot_claim(void)
@@ -123,7 +137,7 @@ struct vs_slot *vs_slot_claim(void)
 static int others_left(void)
 {
 	struct vs_slot *me = vs_my_slot;
-	for (int tries = 0; tries < 2000; tries++) {
+	for (int tries = 0; tries < 200; tries++) { /* ~1-2 ms at most */
 		int inside = __atomic_load_n(&vs_shared_slot.depth, __ATOMIC_SEQ_CST) != 0;
 		for (int i = 0; i < VS_SLOTS && !inside; i++)
 			inside = &vs_slots[i] != me &&
@@ -165,7 +179,12 @@ void vs_call_enter_slow(struct space *sp)
 		/* this is the thread's outermost call, just begun: it holds no
 		 * pointer into a window and no lock (V3) */
 		if (!others_left()) {
-			__atomic_store_n(&sp->evict, VS_EVICT_WANTED, __ATOMIC_SEQ_CST);
+			/* a thread stays inside a call: try again only after another
+			 * quarter of the budget, so calls are not held up each time */
+			pthread_mutex_lock(&sp->map_lock);
+			sp->evict_at = sp->live_maps + sp->map_budget / 4;
+			pthread_mutex_unlock(&sp->map_lock);
+			__atomic_store_n(&sp->evict, VS_EVICT_NONE, __ATOMIC_SEQ_CST);
 			return;
 		}
 		pthread_mutex_lock(&sp->map_lock);
@@ -173,6 +192,7 @@ void vs_call_enter_slow(struct space *sp)
 			if (sp->wstate[w] != VS_UNMAPPED)
 				unmap_window(sp, w);
 		sp->live_maps = 0;
+		sp->evict_at = sp->map_budget;
 		sp->stat_evictions++;
 		pthread_mutex_unlock(&sp->map_lock);
 		__atomic_store_n(&sp->evict, VS_EVICT_NONE, __ATOMIC_SEQ_CST);
@@ -210,7 +230,7 @@ static void count_mapping(struct space *sp, uint64_t v, uint64_t len)
 		sp->wmaps[w] += 2;
 		sp->live_maps += 2;
 	}
-	if (sp->live_maps > sp->map_budget && sp->evict == VS_EVICT_NONE)
+	if (sp->live_maps > sp->evict_at && sp->evict == VS_EVICT_NONE)
 		__atomic_store_n(&sp->evict, VS_EVICT_WANTED, __ATOMIC_SEQ_CST);
 }
 
@@ -243,6 +263,7 @@ int vs_init(struct space *sp)
 	sp->wmaps = wm;
 	sp->live_maps = 0;
 	sp->map_budget = max_map_count() / 8;
+	sp->evict_at = sp->map_budget;
 	sp->evict = VS_EVICT_NONE;
 	pthread_mutex_init(&sp->map_lock, NULL);
 #ifdef FERRITE_PM_TRACE
