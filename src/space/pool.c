@@ -487,6 +487,12 @@ static void populate_report(const struct populate_progress *pp, uint64_t done)
 		pp->fn(pp->arg, done, pp->total);
 }
 
+void pool_prefault(void *addr, size_t len)
+{
+	uintptr_t a = (uintptr_t)addr & ~(uintptr_t)(FR_PAGE_SIZE - 1);
+	madvise((void *)a, len + ((uintptr_t)addr - a), MADV_POPULATE_WRITE);
+}
+
 /* fallocate leaves tmpfs pages to be zeroed on first touch (1 us per 4 KiB,
  * machine-limits.md); touch them all now so writes never pay for it. */
 static int pool_touch(struct pool *p, uint64_t size, const struct populate_progress *pp)

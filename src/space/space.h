@@ -67,6 +67,10 @@ struct pool {
 int pool_open(struct pool *p, const char *path, int flags);
 /* Makes the file mode 0600, sets its size and allocates all of it (mkfs only).
  * -ENOSPC before anything is changed if its file system has no room for it. */
+/* Makes the page table entries for [addr, addr+len) of this process's
+ * mapping of the pool at once, so a store to each page does not fault on
+ * its own (best effort: nothing happens where the kernel cannot). */
+void pool_prefault(void *addr, size_t len);
 int pool_populate(struct pool *p, uint64_t size, void (*progress)(void *, uint64_t, uint64_t),
 		  void *arg);
 /* -ENOENT with the one wording of a missing pool, whoever looks for it
@@ -254,6 +258,9 @@ int part_large_back_pages(struct tx *tx, uint64_t v_window, unsigned o0, unsigne
 /* Releases pages [o0, o1) of a large window (a unit becomes a table of the
  * rest, a reservation is given up); *released counts the pages that held
  * data. */
+/* 1 if the large window at v_window is a table that reserves its home unit
+ * (window.c W1): pages backed there cost no allocation. */
+int part_large_reserved(struct tx *tx, uint64_t v_window);
 int part_large_unback_pages(struct tx *tx, uint64_t v_window, unsigned o0, unsigned o1,
 			    uint64_t *released);
 /* Pre-allocation's collector: gives back the unwritten pages windows

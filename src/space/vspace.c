@@ -450,7 +450,11 @@ static int map_table_window(struct space *sp, uint64_t w, struct sp_ptable *pt)
 	 * what its holes read. A page no file owns (never read by a consistent
 	 * pool, D2) so reads as something instead of faulting. */
 	uint64_t home = home_mapped(pt) ? pt->pt_home : 0;
-	int rc = home ? map_pool(sp, v, FR_UNIT_SIZE, home, 0) : map_zero(sp, v, FR_UNIT_SIZE);
+	/* a reserved window is a file being written page after page: its page
+	 * table entries are made now, as for a unit, not by a fault per page */
+	int populate = (pt->pt_flags & PT_F_RESERVED) && !sp->pool->huge;
+	int rc =
+	    home ? map_pool(sp, v, FR_UNIT_SIZE, home, populate) : map_zero(sp, v, FR_UNIT_SIZE);
 	if (rc)
 		return rc;
 	struct vs_exc *e = NULL;

@@ -171,6 +171,7 @@ static int new_large_table(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1,
 		 * it leaves of the pages it backs); fenced by the commit, as the
 		 * unit is unreachable until then */
 		char *home = sp_ptr(sp, (uint64_t)u << FR_PAGE_SHIFT);
+		pool_prefault(home, FR_UNIT_SIZE); /* one call, not a fault per page */
 		if (o0 > 0)
 			pm_zero_nt(home, (size_t)o0 << FR_PAGE_SHIFT);
 		if (o1 < 512)
@@ -183,6 +184,15 @@ static int new_large_table(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1,
 	tx_mark_fresh(tx);
 	*went = toff | PPT_TABLE;
 	return 0;
+}
+
+int part_large_reserved(struct tx *tx, uint64_t vw)
+{
+	uint64_t went = ppt_window_tx(tx, vw), home_pg;
+	if (!ppt_went_ok(tx->sp, went))
+		return 0;
+	struct sp_ptable *pt = large_table(tx, went, vw);
+	return pt && reserved_home(tx, pt, &home_pg);
 }
 
 int part_large_back_pages(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1, uint64_t *fresh)
