@@ -135,9 +135,10 @@ uint64_t part_gc_reservations(struct tx *tx, uint64_t want)
 				if (!ppt_went_ok(sp, went))
 					continue;
 				struct sp_ptable *pt = large_table(tx, went, vw);
-				/* unwritten pages are mapped to nothing (holes read
-				 * the zero page), so no mapping changes: the window's
-				 * file needs no lock */
+				/* only unwritten pages change hands, and they are
+				 * mapped to the zero page in place (W2,
+				 * vs_reservation_dropped): the window's file needs
+				 * no lock */
 				if (pt && (tx_get4(tx, &pt->pt_flags) & PT_F_RESERVED))
 					got += drop_reservation(tx, pt);
 			}
