@@ -121,6 +121,8 @@ struct vs_slot *vs_slot_claim(void)
 					vs_slot_release(&vs_slots[i]);
 					break;
 				}
+				/* a thread that ended inside a call left its depth */
+				__atomic_store_n(&vs_slots[i].depth, 0, __ATOMIC_RELAXED);
 				mine = &vs_slots[i];
 				break;
 			}
