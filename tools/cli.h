@@ -82,6 +82,11 @@ int cli_mount_helper(int argc, char **argv);
  * with access MODE. Its real path goes to out; -errno if none. */
 int cli_find_beside(const char *env, const char *name, const char *const rel[], int nrel, int mode,
 		    char *out, size_t cap);
+/* Runs the companion program NAME (found as cli_find_beside does) with
+ * argv[1..], $ENV_AS set to "ferrite CMD"; returns 1 with a message naming
+ * WHERE it was looked for if it cannot. */
+int cli_exec_beside(const char *cmd, const char *env, const char *name, const char *const rel[],
+		    int nrel, const char *where, char **argv);
 void cli_set_global_pool(const char *pool);
 const char *cli_global_pool(void); /* NULL: none given */
 /* given if non-NULL, else the global --pool, else ferrite_default_pool(). */

@@ -427,3 +427,23 @@ int cli_find_beside(const char *env, const char *name, const char *const rel[], 
 	}
 	return -ENOENT;
 }
+
+int cli_exec_beside(const char *cmd, const char *env, const char *name, const char *const rel[],
+		    int nrel, const char *where, char **argv)
+{
+	char path[PATH_MAX], as[64], as_value[64];
+	int rc = cli_find_beside(env, name, rel, nrel, X_OK, path, sizeof(path));
+	if (rc) {
+		fprintf(stderr, "ferrite %s: cannot find %s %s: %s\n", cmd, name, where,
+			strerror(-rc));
+		return 1;
+	}
+	/* it names itself `ferrite CMD` in its messages and replay lines */
+	snprintf(as, sizeof(as), "%s_AS", env);
+	snprintf(as_value, sizeof(as_value), "ferrite %s", cmd);
+	setenv(as, as_value, 1);
+	argv[0] = path;
+	execv(path, argv);
+	fprintf(stderr, "ferrite %s: cannot run %s: %s\n", cmd, path, strerror(errno));
+	return 1;
+}

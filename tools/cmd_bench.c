@@ -5,12 +5,6 @@
  * tree and in libexec/ferrite of an installation; $FERRITE_BENCH overrides
  * both. Every argument is passed on; it names itself `ferrite bench`.
  */
-#include <errno.h>
-#include <limits.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
-
 #include "cli.h"
 
 #ifndef FERRITE_LIBEXECDIR
@@ -20,21 +14,10 @@
 
 int cmd_bench(int argc, char **argv)
 {
-	char path[PATH_MAX];
 	const char *const beside[] = {"/../bench", "/../" FERRITE_LIBEXECDIR "/ferrite",
 				      "/../libexec/ferrite"};
-	int rc = cli_find_beside("FERRITE_BENCH", BENCH_NAME, beside, 3, X_OK, path, sizeof(path));
-	if (rc) {
-		fprintf(stderr,
-			"ferrite bench: cannot find %s in libexec/ferrite (or bench/ of a build "
-			"tree; set $FERRITE_BENCH): %s\n",
-			BENCH_NAME, strerror(-rc));
-		return 1;
-	}
-	setenv("FERRITE_BENCH_AS", "ferrite bench", 1);
-	argv[0] = path;
 	(void)argc;
-	execv(path, argv);
-	fprintf(stderr, "ferrite bench: cannot run %s: %s\n", path, strerror(errno));
-	return 1;
+	return cli_exec_beside("bench", "FERRITE_BENCH", BENCH_NAME, beside, 3,
+			       "in libexec/ferrite (or bench/ of a build tree; set $FERRITE_BENCH)",
+			       argv);
 }

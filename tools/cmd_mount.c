@@ -30,7 +30,6 @@
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
-#include <sys/sysmacros.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -220,39 +219,6 @@ static int do_umount(const char *point, int lazy, char *why, size_t cap)
 	if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
 		return 0;
 	return strstr(why, "busy") ? -EBUSY : -EPERM;
-}
-
-/* Which process holds the pool's flock (for "pool is busy"), 0 if unknown. */
-static pid_t lock_holder(const char *pool, char *comm, size_t cap)
-{
-	struct stat st;
-	FILE *f;
-	char line[256];
-	pid_t found = 0;
-	if (stat(pool, &st) || !(f = fopen("/proc/locks", "r")))
-		return 0;
-	while (!found && fgets(line, sizeof(line), f)) {
-		unsigned maj, min;
-		unsigned long long ino;
-		int pid;
-		char *p = strstr(line, "FLOCK");
-		if (p && sscanf(p, "FLOCK %*s %*s %d %x:%x:%llu", &pid, &maj, &min, &ino) == 4 &&
-		    ino == (unsigned long long)st.st_ino && makedev(maj, min) == st.st_dev)
-			found = pid;
-	}
-	fclose(f);
-	comm[0] = '\0';
-	if (found) {
-		char path[64];
-		snprintf(path, sizeof(path), "/proc/%d/comm", (int)found);
-		FILE *c = fopen(path, "r");
-		if (c) {
-			if (fgets(comm, (int)cap, c))
-				comm[strcspn(comm, "\n")] = '\0';
-			fclose(c);
-		}
-	}
-	return found;
 }
 
 /* ---- mount -------------------------------------------------------------------------- */
@@ -537,13 +503,11 @@ static void on_ready(void *arg, int rc, const char *msg)
  * busy pool. */
 static int report_failure(const struct mount_args *a, int rc, const char *msg)
 {
-	if (rc == -EBUSY) {
-		char comm[64];
-		pid_t pid = lock_holder(a->fo.pool, comm, sizeof(comm));
-		if (pid)
-			return mount_fail("%s: pool is in use by process %d (%s)", a->pool,
-					  (int)pid, comm[0] ? comm : "?");
-	}
+	struct ferrite_probe pr;
+	if (rc == -EBUSY && ferrite_probe(a->fo.pool, &pr) == 0 && pr.holder_pid > 0)
+		return mount_fail("%s: pool is in use by process %lld (%s)", a->pool,
+				  (long long)pr.holder_pid,
+				  pr.holder_comm[0] ? pr.holder_comm : "?");
 	return mount_fail("%s", msg[0] ? msg : strerror(-rc));
 }
 
