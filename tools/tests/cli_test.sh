@@ -27,54 +27,9 @@ failed=0
 
 # ---- helpers ------------------------------------------------------------------
 
-# run ARGS...: runs ferrite; stdout in $WORK/out, stderr in $WORK/err, status in RC.
-run() {
-	"$FERRITE" "$@" >"$WORK/out" 2>"$WORK/err"
-	RC=$?
-}
+. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 
-ok() {
-	passed=$((passed + 1))
-	echo "ok   $1"
-}
-
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL $1 (exit $RC)"
-	[ -n "${2:-}" ] && echo "     $2"
-	sed 's/^/     stdout: /' "$WORK/out" | head -20
-	sed 's/^/     stderr: /' "$WORK/err" | head -20
-}
-
-# check NAME CONDITION...: passes when the command CONDITION... succeeds.
-check() {
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else not_ok "$name" "failed: $*"; fi
-}
-
-rc_is() { [ "$RC" -eq "$1" ]; }
-rc_failed_cleanly() { [ "$RC" -ne 0 ] && [ "$RC" -lt 128 ]; } # non-zero, no signal
-out_has() { grep -qE -- "$1" "$WORK/out"; }
 out_lacks() { ! grep -qxE -- "$1" "$WORK/out"; }
-err_has() { grep -qE -- "$1" "$WORK/err"; }
-# stderr is exactly one line (progress lines ignored) that starts with $1
-err_one_line() {
-	local lines
-	lines=$(grep -vE '(formatting|checking): +[0-9]+%' "$WORK/err" | tr '\r' '\n' | grep -c .)
-	[ "$lines" -eq 1 ] && grep -qE -- "^$1" "$WORK/err"
-}
-all() { # all CMD1 -- CMD2 -- ...: every command succeeds
-	local cmd=()
-	for arg in "$@" --; do
-		if [ "$arg" = -- ]; then
-			"${cmd[@]}" || return 1
-			cmd=()
-		else
-			cmd+=("$arg")
-		fi
-	done
-}
 
 # ---- a host tree to copy --------------------------------------------------------
 

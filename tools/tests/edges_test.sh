@@ -30,12 +30,9 @@ passed=0
 failed=0
 skipped=0
 
-# ---- helpers (as in cli_test.sh) ------------------------------------------------
+# ---- helpers (cli_lib.sh, and this test's own) ---------------------------------
 
-run() {
-	"$FERRITE" "$@" >"$WORK/out" 2>"$WORK/err"
-	RC=$?
-}
+. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
 
 # as_nobody ARGS...: run, as user nobody
 as_nobody() {
@@ -43,50 +40,11 @@ as_nobody() {
 	RC=$?
 }
 
-ok() {
-	passed=$((passed + 1))
-	echo "ok   $1"
-}
-
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL $1 (exit $RC)"
-	[ -n "${2:-}" ] && echo "     $2"
-	sed 's/^/     stdout: /' "$WORK/out" | head -20
-	sed 's/^/     stderr: /' "$WORK/err" | head -20
-}
-
-skip() {
-	skipped=$((skipped + 1))
-	echo "skip $1"
-}
-
-check() {
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else not_ok "$name" "failed: $*"; fi
-}
-
-rc_is() { [ "$RC" -eq "$1" ]; }
-out_has() { grep -qE -- "$1" "$WORK/out"; }
 out_lacks() { ! grep -qE -- "$1" "$WORK/out"; }
-err_has() { grep -qE -- "$1" "$WORK/err"; }
-err_lacks() { ! grep -qE -- "$1" "$WORK/err"; }
 err_is() { [ "$(grep -vE '(formatting|checking): +[0-9]+%' "$WORK/err")" = "$1" ]; }
 no_file() { [ ! -e "$1" ]; }
 same_file() { cmp -s "$1" "$2"; }
 mode_is() { [ "$(stat -c %a "$1")" = "$2" ]; }
-all() {
-	local cmd=()
-	for arg in "$@" --; do
-		if [ "$arg" = -- ]; then
-			"${cmd[@]}" || return 1
-			cmd=()
-		else
-			cmd+=("$arg")
-		fi
-	done
-}
 is_root() { [ "$(id -u)" = 0 ]; }
 have() { command -v "$1" >/dev/null 2>&1; }
 mounted() { grep -q " $1 " /proc/self/mountinfo; }

@@ -34,64 +34,17 @@ passed=0
 failed=0
 skipped=0
 
-# ---- helpers (as cli_test.sh) -----------------------------------------------------
+# ---- helpers (cli_lib.sh, and this test's own) ---------------------------------
 
-# run ARGS...: runs ferrite; stdout in $WORK/out, stderr in $WORK/err, status in RC.
-run() {
-	"$FERRITE" "$@" >"$WORK/out" 2>"$WORK/err"
-	RC=$?
-}
+. "$(dirname "${BASH_SOURCE[0]}")/cli_lib.sh"
+
 # run_prog PROG ARGS...: the same for another program.
 run_prog() {
 	"$@" >"$WORK/out" 2>"$WORK/err"
 	RC=$?
 }
 
-ok() {
-	passed=$((passed + 1))
-	echo "ok   $1"
-}
-
-not_ok() {
-	failed=$((failed + 1))
-	echo "FAIL $1 (exit $RC)"
-	[ -n "${2:-}" ] && echo "     $2"
-	sed 's/^/     stdout: /' "$WORK/out" | head -20
-	sed 's/^/     stderr: /' "$WORK/err" | head -20
-}
-
-skip() {
-	skipped=$((skipped + 1))
-	echo "skip $1"
-}
-
-check() {
-	local name=$1
-	shift
-	if "$@"; then ok "$name"; else not_ok "$name" "failed: $*"; fi
-}
-
-rc_is() { [ "$RC" -eq "$1" ]; }
-rc_failed_cleanly() { [ "$RC" -ne 0 ] && [ "$RC" -lt 128 ]; }
-out_has() { grep -qE -- "$1" "$WORK/out"; }
 out_lacks() { ! grep -qE -- "$1" "$WORK/out"; }
-err_has() { grep -qE -- "$1" "$WORK/err"; }
-err_one_line() {
-	local lines
-	lines=$(grep -vE '(formatting|checking): +[0-9]+%' "$WORK/err" | tr '\r' '\n' | grep -c .)
-	[ "$lines" -eq 1 ] && grep -qE -- "^$1" "$WORK/err"
-}
-all() {
-	local cmd=()
-	for arg in "$@" --; do
-		if [ "$arg" = -- ]; then
-			"${cmd[@]}" || return 1
-			cmd=()
-		else
-			cmd+=("$arg")
-		fi
-	done
-}
 
 # poke FILE OFFSET HEXBYTES: overwrites bytes of a pool file in place.
 poke() {
