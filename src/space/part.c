@@ -335,8 +335,9 @@ int part_alloc(struct tx *tx, int n, uint64_t *out)
 			return -EUCLEAN;
 		if (level == SP_L3) {
 			if (l3_take(tx, h, v, n, out))
-				return tx_damaged(tx, "partition masks promise a free level-%d "
-						      "partition under %#llx that is not there",
+				return tx_damaged(tx,
+						  "partition masks promise a free level-%d "
+						  "partition under %#llx that is not there",
 						  n, (unsigned long long)v);
 			sp->l3_hint[n] = v;
 			break;
@@ -355,8 +356,9 @@ int part_alloc(struct tx *tx, int n, uint64_t *out)
 			if (child_state(tx, h, level, i) == PH_E && level - 1 >= n)
 				pick = i;
 		if (pick < 0)
-			return tx_damaged(tx, "partition masks promise a free level-%d partition "
-					      "under %#llx that is not there",
+			return tx_damaged(tx,
+					  "partition masks promise a free level-%d partition "
+					  "under %#llx that is not there",
 					  n, (unsigned long long)v);
 		uint64_t cv = v + (uint64_t)pick * sp_level_size(level - 1);
 		if (level - 1 == n) {
@@ -492,14 +494,8 @@ int part_small_back(struct tx *tx, uint64_t vp, uint64_t *phys, int *fresh)
 	}
 	tx_lock_alloc(tx);
 	uint64_t home = tx_get8(tx, &pt->pt_home);
-	int64_t pg = -ENOSPC;
-	if (home && bud_alloc_at(tx, (home >> FR_PAGE_SHIFT) + o, 0) == 0)
-		pg = (int64_t)((home >> FR_PAGE_SHIFT) + o);
-	if (pg < 0 && o > 0) {
-		uint32_t prev = tx_get4(tx, &pt->pt_pte[o - 1]);
-		if (prev && bud_alloc_at(tx, (uint64_t)prev + 1, 0) == 0)
-			pg = (int64_t)prev + 1;
-	}
+	uint32_t prev = o ? tx_get4(tx, &pt->pt_pte[o - 1]) : 0;
+	int64_t pg = part_alloc_near(tx, home >> FR_PAGE_SHIFT, prev, o, 0);
 	if (pg < 0)
 		pg = bud_alloc(tx, 0);
 	if (pg < 0)

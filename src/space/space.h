@@ -244,6 +244,10 @@ void part_free(struct tx *tx, uint64_t v, int level);
 /* Page of a small file (level 0..2 partition) backed? Allocates it if not:
  * placed at the window's home unit when possible. */
 int part_small_back(struct tx *tx, uint64_t v_page, uint64_t *phys, int *fresh);
+/* A block of 2^k pages for page o of a window: at its home (home_pg + o) if
+ * that is free and aligned, else right after prev_pg; -ENOSPC if neither
+ * (the caller then takes any block). 0 means none for either page. */
+int64_t part_alloc_near(struct tx *tx, uint64_t home_pg, uint64_t prev_pg, unsigned o, int k);
 /* Releases backing of the pages [v, v+len) of a small partition. */
 void part_small_unback(struct tx *tx, uint64_t v, uint64_t len);
 /* Backs a whole window of a large (level >= 3) partition with a 2 MiB unit. */

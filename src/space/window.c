@@ -250,10 +250,7 @@ int part_large_back_pages(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1, 
 			from_home++;
 		} else {
 			uint32_t prev = o ? tx_get4(tx, &pt->pt_pte[o - 1]) : 0;
-			pg = -ENOSPC;
-			if (prev && sp_page_ok(sp, prev) &&
-			    bud_alloc_at(tx, (uint64_t)prev + 1, 0) == 0)
-				pg = (int64_t)prev + 1;
+			pg = part_alloc_near(tx, 0, prev, o, 0);
 			if (pg < 0)
 				pg = bud_alloc(tx, 0);
 			if (pg < 0)
@@ -582,7 +579,7 @@ unsigned part_window_runs(struct tx *tx, uint64_t vw)
  * page's home offset (so a range swapped twice goes back home, ctFS's
  * ping-pong), else right after the previous page (one mapping for the run).
  * -ENOSPC if neither is free (the caller then takes any block). */
-static int64_t alloc_near(struct tx *tx, uint64_t home_pg, uint64_t prev_pg, unsigned o, int k)
+int64_t part_alloc_near(struct tx *tx, uint64_t home_pg, uint64_t prev_pg, unsigned o, int k)
 {
 	uint64_t rel_mask = (1ULL << k) - 1;
 	uint64_t dp = tx->sp->data_page;
@@ -649,12 +646,12 @@ int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of)
 		while (o + (1u << k) > o1)
 			k--;
 		uint64_t prev = o > 0 ? pte[o - 1] : 0;
-		int64_t b = alloc_near(tx, home_pg, prev, o, k);
+		int64_t b = part_alloc_near(tx, home_pg, prev, o, k);
 		if (b < 0 && !header && o == o0 && n >= 64) {
 			/* A long run of a large window gets a unit of its own at
 			 * the window's offsets; the rest goes back to the
 			 * allocator but is where the neighbouring pages go next
-			 * (alloc_near: right after the previous page), so a
+			 * (part_alloc_near: right after the previous page), so a
 			 * window rewritten piece by piece ends as one unit. */
 			int64_t u = bud_alloc(tx, BUD_TOP_ORDER);
 			if (u >= 0) {
@@ -668,7 +665,7 @@ int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of)
 			}
 		}
 		for (int j = k; b < 0 && j >= 0; j--)
-			if ((b = alloc_near(tx, home_pg, prev, o, j)) >= 0 ||
+			if ((b = part_alloc_near(tx, home_pg, prev, o, j)) >= 0 ||
 			    (b = bud_alloc(tx, j)) >= 0)
 				k = j;
 		if (b < 0)
