@@ -533,13 +533,30 @@ static void d_unlink_open_close(struct fm_op **o, int *n)
 	o_path(o, n, FM_UNLINK, "/f1", NULL);
 	o_close(o, n, 1);
 }
+/* /f3 ends a page short of its reserved first window: the append writes the
+ * last page (promotion: the home unit becomes the window), the punch makes the
+ * unit a table again (demotion). */
+static void d_promote_demote(struct fm_op **o, int *n)
+{
+	o_write(o, n, 3, 8192, 0);
+	o_fallocate(o, n, 3, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 1 * MiB, 64 * KiB);
+}
+/* A whole window of /f4 demoted by a punch, then the hole written again:
+ * pages come back one by one into the demoted window's table. */
+static void d_punch_refill(struct fm_op **o, int *n)
+{
+	o_fallocate(o, n, 4, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 2 * MiB + 8 * KiB,
+		    40 * KiB);
+	o_pwrite(o, n, 4, 2 * MiB + 12 * KiB, 8 * KiB, 1);
+}
 
 static const struct dep deps[] = {
     {"create+write", d_create_write},		{"append+truncate", d_append_truncate},
     {"rename+unlink", d_rename_unlink},		{"link+unlink", d_link_unlink},
     {"mkdir+rename", d_mkdir_rename},		{"overwrite+overwrite", d_overwrite_twice},
     {"unlink+create", d_unlink_create},		{"rename+rename-back", d_rename_back},
-    {"unlink-open+close", d_unlink_open_close},
+    {"unlink-open+close", d_unlink_open_close}, {"promote+demote", d_promote_demote},
+    {"punch+refill", d_punch_refill},
 };
 #define NDEPS ((int)(sizeof(deps) / sizeof(deps[0])))
 
