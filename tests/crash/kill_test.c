@@ -33,6 +33,15 @@
  * the only freedom granted is the one docs/contracts.md ("What a crash can
  * show") grants to the interrupted call in the pool's mode.
  *
+ * A full pool: on a small pool (--pool-mib) calls fail with ENOSPC, which the
+ * tmpfs mirror would not; an acknowledged ENOSPC is replayed as a call that
+ * did nothing (fm_exec_refused), so the check proves a refused call left no
+ * trace and took nothing acknowledged with it. --expect-full fails the run
+ * unless the pool stayed full enough to refuse or cut short at least one op
+ * per twenty kills;
+ * --keep-free-mib K first fills the pool with a ballast file until K MiB are
+ * free.
+ *
  * Modes (--mode): the pool is formatted in sync or strict mode, and the data
  * rule for an interrupted write/pwrite/writev/pwritev follows it:
  *   sync   - each byte old or new, size old or new, and when the new size shows
@@ -66,6 +75,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -95,6 +105,7 @@ struct rec {
 	struct fm_op op;
 	int64_t ret;
 	int32_t slot;
+	int32_t cut; /* a write that wrote less than asked */
 };
 
 static struct hdr *H;
@@ -110,6 +121,7 @@ static struct {
 	long trials;
 	long max_delay_us;
 	uint64_t pool_mib;
+	uint64_t keep_free_mib;
 	int threads;
 	int mode;
 	int posix;
@@ -118,10 +130,11 @@ static struct {
 	int bug;
 	int expect_failure;
 	int expect_torn;
+	int expect_full;
 	int lenient_results;
 	const char *argv0;
 	int64_t max_write; /* per-write tiered pools: what one write does atomically */
-} O = {1, 200, 30000, 0, 4, FERRITE_MODE_SYNC, 0, 0, 10, 0, 0, 0, 0, "kill_test", 0};
+} O = {1, 200, 30000, 0, 0, 4, FERRITE_MODE_SYNC, 0, 0, 10, 0, 0, 0, 0, 0, "kill_test", 0};
 
 static char dir[256], pool[300], mirror_dir[300], child_dir[300];
 
@@ -143,6 +156,12 @@ static void gen_init(struct fm_gen *g, long trial, int t)
 	/* A longer write returns a short count: a kill in the middle would
 	 * leave one of two states the mirror cannot tell apart from outside. */
 	g->max_write = O.max_write;
+}
+
+static int is_write(const struct fm_op *op)
+{
+	return op->kind == FM_WRITE || op->kind == FM_PWRITE || op->kind == FM_WRITEV ||
+	       op->kind == FM_PWRITEV;
 }
 
 /* ---- child ------------------------------------------------------------------ */
@@ -170,6 +189,7 @@ static void *worker_main(void *arg)
 		fm_gen_next(&g, &r->op);
 		__atomic_store_n(&L->begun, i + 1, __ATOMIC_RELEASE);
 		fm_exec(&s, &r->op, &res);
+		r->cut = res.ret >= 0 && res.ret < r->op.len && is_write(&r->op);
 		fm_shrink_short_write(&r->op, &res);
 		r->ret = res.ret;
 		r->slot = res.slot;
@@ -238,6 +258,8 @@ static void replay_line(FILE *f, long trials)
 		(unsigned long long)O.seed, trials, O.threads, fm_mode_name(O.mode));
 	if (O.pool_mib)
 		fprintf(f, " --pool-mib %llu", (unsigned long long)O.pool_mib);
+	if (O.keep_free_mib)
+		fprintf(f, " --keep-free-mib %llu", (unsigned long long)O.keep_free_mib);
 	if (O.max_delay_us != 30000)
 		fprintf(f, " --max-delay-us %ld", O.max_delay_us);
 	if (O.fsck_every != 10)
@@ -348,7 +370,7 @@ static int mirror_file(int fd, uint8_t **data, size_t *len, uint64_t *ino)
 }
 
 /* Outcomes over all trials, per thread and trial. */
-static long n_early, n_idle, n_not, n_done, n_torn_write, n_torn_punch, n_warn;
+static long n_early, n_idle, n_not, n_done, n_torn_write, n_torn_punch, n_warn, n_refused, n_cut;
 
 /* Replays thread t's acknowledged ops on its mirror side; each must return
  * what it returned in the child. */
@@ -357,6 +379,15 @@ static int replay_acked(long trial, int t, struct fm_side *ms)
 	struct fm_res res;
 	for (int64_t j = 0; j < acked_of[t]; j++) {
 		const struct rec *r = rec_of(t, j);
+		if (r->ret == -ENOSPC && !O.posix) {
+			/* the mirror has room: the op is checked to have left nothing */
+			fm_exec_refused(ms, &r->op, r->ret, &res);
+			fm_res_free(&res);
+			n_refused++;
+			continue;
+		}
+		if (r->cut && O.mode != FM_MODE_TIER)
+			n_cut++; /* short only for lack of space (a tiered pool: by design) */
 		fm_exec(ms, &r->op, &res);
 		int64_t got = res.ret;
 		int slot = res.slot;
@@ -587,6 +618,41 @@ static void keep_mirror(struct fm_backend *m)
 }
 
 /* Same root attributes on both sides, and each thread's subtree. */
+/* --keep-free-mib: a file outside every name the generator uses fills the
+ * pool until only that much is free, on both sides, so that the trials run on
+ * a nearly full pool (refusals, reservations given back under pressure). */
+static int add_ballast(struct fm_backend *sut, struct fm_backend *mirror)
+{
+	struct statvfs sv;
+	if (ferrite_statvfs(fm_ferrite_fs(sut), &sv) < 0)
+		return -1;
+	uint64_t avail = (uint64_t)sv.f_bavail * sv.f_frsize, keep = O.keep_free_mib << 20;
+	uint64_t want = avail > keep ? avail - keep : 0;
+	static char chunk[1 << 16];
+	for (size_t i = 0; i < sizeof chunk; i++)
+		chunk[i] = (char)(i * 7 + 3);
+	int fd[2] = {sut->open(sut->ctx, "/ballast", O_CREAT | O_WRONLY, 0644),
+		     mirror->open(mirror->ctx, "/ballast", O_CREAT | O_WRONLY, 0644)};
+	if (fd[0] < 0 || fd[1] < 0)
+		return -1;
+	uint64_t done = 0;
+	while (done < want) {
+		size_t n = want - done < sizeof chunk ? (size_t)(want - done) : sizeof chunk;
+		ssize_t w = sut->write(sut->ctx, fd[0], chunk, n);
+		if (w <= 0)
+			break; /* ENOSPC: statvfs promised a little too much; full is full */
+		if (mirror->write(mirror->ctx, fd[1], chunk, (size_t)w) != w)
+			return -1;
+		done += (uint64_t)w;
+	}
+	sut->close(sut->ctx, fd[0]);
+	mirror->close(mirror->ctx, fd[1]);
+	printf("ballast: %llu MiB of %llu MiB free, %llu MiB left\n",
+	       (unsigned long long)(done >> 20), (unsigned long long)(avail >> 20),
+	       (unsigned long long)((avail - done) >> 20));
+	return 0;
+}
+
 static int setup(struct fm_backend *mirror)
 {
 	char why[1024];
@@ -607,6 +673,8 @@ static int setup(struct fm_backend *mirror)
 			if (be->mkdir(be->ctx, subtree(t), 0755) < 0)
 				return -1;
 	}
+	if (O.keep_free_mib && !O.posix && add_ballast(sut, mirror) < 0)
+		return -1;
 	if (O.posix)
 		fm_posix_free(sut);
 	else if (fm_ferrite_unmount(sut) < 0)
@@ -727,11 +795,13 @@ static int run(void)
 	       "%.1f s\n"
 	       "  kills before the mount finished: %ld\n"
 	       "  per thread and kill: no op in flight %ld, in-flight op left no trace %ld, "
-	       "completed %ld, torn write (legal in sync mode) %ld, torn hole punch %ld\n",
+	       "completed %ld, torn write (legal in sync mode) %ld, torn hole punch %ld\n"
+	       "  acknowledged ops the full pool refused (ENOSPC, checked to leave nothing): "
+	       "%ld; writes it cut short: %ld\n",
 	       fm_mode_name(O.mode), O.threads, O.threads > 1 ? "s" : "",
 	       O.posix ? ", kernel child (--posix)" : "", O.trials, (long long)total_acked,
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, n_early,
-	       n_idle, n_not, n_done, n_torn_write, n_torn_punch);
+	       n_idle, n_not, n_done, n_torn_write, n_torn_punch, n_refused, n_cut);
 	keep_mirror(NULL);
 	munmap(shm, shm_len);
 	fm_rm_rf(dir);
@@ -740,6 +810,12 @@ static int run(void)
 		printf("but %ld acknowledged ops returned another result than on the mirror "
 		       "(--lenient-results): FAILED\n",
 		       n_warn);
+		return 1;
+	}
+	if (O.expect_full && n_refused + n_cut < O.trials / 20) {
+		printf("--expect-full: only %ld ops were refused or cut short for lack of space "
+		       "in %ld kills, so the pool was not kept full: FAILED\n",
+		       n_refused + n_cut, O.trials);
 		return 1;
 	}
 	if (O.expect_torn && n_torn_write == 0) {
@@ -755,7 +831,7 @@ static void usage(void)
 	fprintf(stderr,
 		"usage: kill_test [--seed S] [--trials N] [--threads T] [--mode sync|strict|tier]\n"
 		"                 [--max-delay-us U] [--pool-mib M] [--fsck-every K] [--verbose]\n"
-		"                 [--lenient-results]\n"
+		"                 [--lenient-results] [--keep-free-mib K [--expect-full]]\n"
 		"                 [--posix [--inject-bug 1|2|3] [--expect-failure | "
 		"--expect-torn]]   (harness self-tests)\n");
 	exit(2);
@@ -801,6 +877,11 @@ int main(int argc, char **argv)
 			O.lenient_results = 1;
 		} else if (!strcmp(a, "--expect-failure")) {
 			O.expect_failure = 1;
+		} else if (!strcmp(a, "--keep-free-mib") && v) {
+			O.keep_free_mib = strtoull(v, NULL, 0);
+			i++;
+		} else if (!strcmp(a, "--expect-full")) {
+			O.expect_full = 1;
 		} else if (!strcmp(a, "--expect-torn")) {
 			O.expect_torn = 1;
 		} else if (!strcmp(a, "--posix")) {

@@ -284,6 +284,11 @@ void fm_exec(struct fm_side *s, const struct fm_op *op, struct fm_res *res);
  * past the size it writes atomically) becomes the write of what it wrote, so
  * the other side writes the same prefix. */
 void fm_shrink_short_write(struct fm_op *op, const struct fm_res *res);
+/* Applies to s what op does when it fails with err and nothing else: an open
+ * or dup still closes the descriptor its slot held. The kill test replays a
+ * call the pool refused (ENOSPC) this way, since the mirror has room for it:
+ * a refused call must leave no trace. */
+void fm_exec_refused(struct fm_side *s, const struct fm_op *op, int64_t err, struct fm_res *res);
 /* The descriptor slot fm_exec will use for op. */
 int fm_pick_slot(const struct fm_side *s, const struct fm_op *op);
 void fm_res_free(struct fm_res *r);

@@ -1281,6 +1281,21 @@ void fm_shrink_short_write(struct fm_op *op, const struct fm_res *res)
 		op->len = res->ret;
 }
 
+void fm_exec_refused(struct fm_side *s, const struct fm_op *op, int64_t err, struct fm_res *res)
+{
+	int slot = fm_pick_slot(s, op);
+	int closed = op->kind == FM_OPEN  ? slot
+		     : op->kind == FM_DUP ? (op->slot2 == slot ? (slot + 1) % FM_NSLOT : op->slot2)
+					  : -1;
+	memset(res, 0, sizeof *res);
+	res->slot = slot;
+	res->ret = err;
+	if (closed >= 0 && s->fd[closed] >= 0) {
+		res->aux = s->be->close(s->be->ctx, s->fd[closed]);
+		s->fd[closed] = -1;
+	}
+}
+
 void fm_exec(struct fm_side *s, const struct fm_op *op, struct fm_res *res)
 {
 	struct fm_backend *be = s->be;
