@@ -339,6 +339,10 @@ struct ferrite_info {
 	 * mapped again as used (an eighth of vm.max_map_count), and how often
 	 * that happened. */
 	uint64_t window_mappings, window_mapping_budget, window_evictions;
+	/* Units this process emptied so that a large window could have one
+	 * (online compaction: file pages moved, the files unaware), and the
+	 * pages it moved. */
+	uint64_t compactions, compacted_pages;
 };
 
 FERRITE_API int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info);

@@ -324,6 +324,12 @@ int opendir_ino(ferrite_fs *fs, uint64_t ino, ferrite_dir **out);
 /* Truncate and punch that respect memory mappings (mmap.c): mapped pages are
  * never freed (-EBUSY when they would be). */
 int mm_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len);
+/* Takes mm_lock and returns 1 if no file of fs is mapped by the program;
+ * returns 0 (lock not held) otherwise. mm_unlock releases it. */
+int mm_lock_if_unmapped(ferrite_fs *fs);
+void mm_unlock(ferrite_fs *fs);
+/* compact.c: the space layer's compaction request, run while quiet. */
+void fs_compact_quiet(void *arg);
 int mm_punch(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 void dirstream_close_all(ferrite_fs *fs);
 

@@ -75,6 +75,8 @@ int pmfs_get_info(ferrite_fs *fs, struct ferrite_info *info)
 	info->window_mappings = m->sp.live_maps;
 	info->window_mapping_budget = m->sp.map_budget;
 	info->window_evictions = m->sp.stat_evictions;
+	info->compactions = m->sp.stat_compactions;
+	info->compacted_pages = m->sp.stat_compacted_pages;
 	pthread_mutex_unlock(&m->sp.map_lock);
 	info->inode_capacity = m->st->st_pools[MP_INODE].mph_total;
 	info->vspace_bytes = m->sp.vsize;

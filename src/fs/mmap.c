@@ -58,6 +58,23 @@ struct mm_map {
 static pthread_mutex_t mm_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mm_map *mm_head;
 
+int mm_lock_if_unmapped(ferrite_fs *fs)
+{
+	pthread_mutex_lock(&mm_lock);
+	for (struct mm_map *m = mm_head; m; m = m->next)
+		if (m->fs == fs) {
+			pthread_mutex_unlock(&mm_lock);
+			return 0;
+		}
+	return 1;
+}
+
+void mm_unlock(ferrite_fs *fs)
+{
+	(void)fs;
+	pthread_mutex_unlock(&mm_lock);
+}
+
 /* An inaccessible, unbacked reservation of [addr, addr+len) (M3). */
 static void *mm_reserve(void *addr, size_t len, int extra)
 {

@@ -148,6 +148,8 @@ int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int v
 		rc = orphan_cleanup(fs);
 		if (rc < 0)
 			goto fail;
+		fs->m.sp.compact_arg = fs;
+		fs->m.sp.compact_fn = fs_compact_quiet;
 	}
 	*out = fs;
 	return 0;

@@ -91,10 +91,23 @@ int64_t bud_alloc(struct tx *tx, int order)
 	struct space *sp = tx->sp;
 	int64_t b = bud_alloc_free(tx, order);
 	/* Pre-allocation never makes a pool full (SCMFS): what windows reserved
-	 * and did not write comes back first, then the allocation is tried again. */
-	if (b == -ENOSPC && sp->reserve_windows && tx_get8(tx, &sp->hdr->sph_prealloc_pages) &&
-	    part_gc_reservations(tx, 1ULL << order))
+	 * and did not write comes back first, then the allocation is tried again.
+	 * Not for a whole unit: pages given back by windows that wrote some of
+	 * theirs never form one, and the caller can do without (page by page). */
+	if (b == -ENOSPC && order < BUD_TOP_ORDER && sp->reserve_windows &&
+	    tx_get8(tx, &sp->hdr->sph_prealloc_pages) && part_gc_reservations(tx, 1ULL << order))
 		b = bud_alloc_free(tx, order);
+	/* No whole unit although the pool has room: compaction can make one
+	 * (compact.c), at the next quiet moment; this caller backs its window
+	 * page by page meanwhile. */
+	if (b == -ENOSPC && order == BUD_TOP_ORDER && sp->compact_fn &&
+	    tx_get8(tx, &sp->hdr->sph_free_pages) + tx_get8(tx, &sp->hdr->sph_prealloc_pages) >=
+		2 * 512) {
+		if (sp->compact_skip)
+			sp->compact_skip--;
+		else
+			vs_want_quiet(sp, &sp->want_compact);
+	}
 	return b;
 }
 
@@ -107,8 +120,9 @@ static int64_t bud_alloc_free(struct tx *tx, int order)
 			continue;
 		uint64_t rel = (uint64_t)b << j;
 		if (rel + (1ULL << j) > sp->data_end_page - sp->data_page)
-			return tx_damaged(tx, "allocator bitmap of order %d damaged: free block %lld "
-					      "lies past the end of the pool",
+			return tx_damaged(tx,
+					  "allocator bitmap of order %d damaged: free block %lld "
+					  "lies past the end of the pool",
 					  j, (long long)b);
 		change_bit(tx, j, (uint64_t)b, 0);
 		/* Split: the upper halves become free blocks of lower orders. */

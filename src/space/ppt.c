@@ -92,8 +92,9 @@ static uint64_t *next_level(struct tx *tx, uint64_t *ent, int create, int *err)
 	if (e) {
 		if (dir_ent_ok(sp, e))
 			return dir_page(sp, e);
-		*err = fr_err(-EUCLEAN, "page table damaged: directory entry %#llx at pool "
-					"offset %#llx",
+		*err = fr_err(-EUCLEAN,
+			      "page table damaged: directory entry %#llx at pool "
+			      "offset %#llx",
 			      (unsigned long long)e, (unsigned long long)sp_off(sp, ent));
 		return NULL;
 	}

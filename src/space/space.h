@@ -136,6 +136,13 @@ struct space {
 	uint64_t live_maps, map_budget, stat_evictions;
 	uint64_t evict_at; /* live_maps past which an eviction is wanted */
 	int evict;	   /* enum vs_evict, read without map_lock at each call */
+	/* quiet work (vspace.c): what the next call made alone does first */
+	int want_evict;		       /* every window unmapped (V3) */
+	int want_compact;	       /* a 2 MiB unit was asked for and none was free */
+	void (*compact_fn)(void *arg); /* set by the engine that can compact */
+	void *compact_arg;
+	uint64_t compact_skip, compact_backoff; /* requests ignored after a pass found nothing */
+	uint64_t stat_compactions, stat_compacted_pages;
 };
 
 /* ---- geometry ------------------------------------------------------------ */
@@ -270,6 +277,8 @@ int part_large_unback_pages(struct tx *tx, uint64_t v_window, unsigned o0, unsig
 /* Pre-allocation's collector: gives back the unwritten pages windows
  * reserved (W1) until at least want pages came back or none are left. */
 uint64_t part_gc_reservations(struct tx *tx, uint64_t want);
+/* The same for one window (compaction empties its home unit). */
+uint64_t part_drop_reservation(struct tx *tx, uint64_t vw);
 /* Write-and-swap (strict mode): gives backed pages fresh ones, unreachable
  * until the transaction commits, which then releases the pages they replace.
  * page_of[i] receives the page number of the i-th fresh page; the caller
@@ -281,6 +290,13 @@ uint64_t part_gc_reservations(struct tx *tx, uint64_t want);
  * again becomes one. Both update the process's mapping after the commit. */
 int part_swap_window(struct tx *tx, uint64_t v_window, uint64_t *page_of, int64_t *added);
 int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of);
+/* Compaction (compact.c): sp_compact_pick names the unit (its first page)
+ * with the fewest pages in use, at most max_used, all of them movable file
+ * pages, or 0; sp_compact_move moves up to max (<= SP_COMPACT_BATCH) of its
+ * pages out in tx and returns how many it moved (0: none left). */
+#define SP_COMPACT_BATCH 32
+uint64_t sp_compact_pick(struct tx *tx, unsigned max_used);
+int sp_compact_move(struct tx *tx, uint64_t unit, unsigned max);
 /* Separate mappings a window needs besides its home unit (0 for one unit). */
 unsigned part_window_runs(struct tx *tx, uint64_t v_window);
 /* Statistics and checking. */
@@ -318,8 +334,9 @@ static inline void *vs_addr(struct space *sp, uint64_t v)
 	return sp->vbase + v;
 }
 /* Library calls bracket their use of the vspace: windows are evicted (the
- * mappings bounded, V3) only at the start of a call while no other thread
- * is inside one, so no pointer into a window outlives its mapping. */
+ * mappings bounded, V3) and units compacted (compact.c C3) only at the start
+ * of a call while no other thread is inside one, so no pointer into a window
+ * outlives its mapping and no store races a page's move. */
 enum vs_evict { VS_EVICT_NONE, VS_EVICT_WANTED, VS_EVICT_RUNNING };
 struct vs_slot {
 	unsigned long depth; /* library calls this thread is inside */
@@ -328,6 +345,9 @@ struct vs_slot {
 extern __thread struct vs_slot *vs_my_slot;
 struct vs_slot *vs_slot_claim(void);
 void vs_call_enter_slow(struct space *sp);
+/* Asks for quiet work (*what: sp->want_evict or sp->want_compact), done at
+ * the start of the next call made while no other thread is inside one. */
+void vs_want_quiet(struct space *sp, int *what);
 static inline void vs_call_enter(struct space *sp)
 {
 	struct vs_slot *s = vs_my_slot ? vs_my_slot : vs_slot_claim();

@@ -18,7 +18,8 @@
  *               overwritten by the next MAP_FIXED;
  *             V2 the state of a window changes only under map_lock, and a
  *               window is re-mapped only by a thread that holds the write
- *               lock of the file owning the pages involved;
+ *               lock of the file owning the pages involved, or by compaction
+ *               while no other thread is inside a call (compact.c C3);
  *             V3 the process's mappings stay bounded: wmaps counts an upper
  *               bound of each window's kernel mappings, and once they pass
  *               map_budget (an eighth of vm.max_map_count) every window is
@@ -156,6 +157,14 @@ static int others_left(void)
 
 static void unmap_window(struct space *sp, uint64_t w);
 
+void vs_want_quiet(struct space *sp, int *what)
+{
+	__atomic_store_n(what, 1, __ATOMIC_SEQ_CST);
+	int none = VS_EVICT_NONE;
+	__atomic_compare_exchange_n(&sp->evict, &none, VS_EVICT_WANTED, 0, __ATOMIC_SEQ_CST,
+				    __ATOMIC_SEQ_CST);
+}
+
 void vs_call_enter_slow(struct space *sp)
 {
 	struct vs_slot *me = vs_my_slot;
@@ -183,20 +192,28 @@ void vs_call_enter_slow(struct space *sp)
 		if (!others_left()) {
 			/* a thread stays inside a call: try again only after another
 			 * quarter of the budget, so calls are not held up each time */
-			pthread_mutex_lock(&sp->map_lock);
-			sp->evict_at = sp->live_maps + sp->map_budget / 4;
-			pthread_mutex_unlock(&sp->map_lock);
+			if (__atomic_load_n(&sp->want_evict, __ATOMIC_SEQ_CST)) {
+				pthread_mutex_lock(&sp->map_lock);
+				sp->evict_at = sp->live_maps + sp->map_budget / 4;
+				pthread_mutex_unlock(&sp->map_lock);
+			}
 			__atomic_store_n(&sp->evict, VS_EVICT_NONE, __ATOMIC_SEQ_CST);
 			return;
 		}
-		pthread_mutex_lock(&sp->map_lock);
-		for (uint64_t w = 0; w < sp->nwindows; w++)
-			if (sp->wstate[w] != VS_UNMAPPED)
-				unmap_window(sp, w);
-		sp->live_maps = 0;
-		sp->evict_at = sp->map_budget;
-		sp->stat_evictions++;
-		pthread_mutex_unlock(&sp->map_lock);
+		/* compaction first: the pages it moves are remapped in place,
+		 * and an eviction after it finds fewer mappings to drop */
+		if (__atomic_exchange_n(&sp->want_compact, 0, __ATOMIC_SEQ_CST) && sp->compact_fn)
+			sp->compact_fn(sp->compact_arg);
+		if (__atomic_exchange_n(&sp->want_evict, 0, __ATOMIC_SEQ_CST)) {
+			pthread_mutex_lock(&sp->map_lock);
+			for (uint64_t w = 0; w < sp->nwindows; w++)
+				if (sp->wstate[w] != VS_UNMAPPED)
+					unmap_window(sp, w);
+			sp->live_maps = 0;
+			sp->evict_at = sp->map_budget;
+			sp->stat_evictions++;
+			pthread_mutex_unlock(&sp->map_lock);
+		}
 		__atomic_store_n(&sp->evict, VS_EVICT_NONE, __ATOMIC_SEQ_CST);
 		return;
 	}
@@ -232,8 +249,8 @@ static void count_mapping(struct space *sp, uint64_t v, uint64_t len)
 		sp->wmaps[w] += 2;
 		sp->live_maps += 2;
 	}
-	if (sp->live_maps > sp->evict_at && sp->evict == VS_EVICT_NONE)
-		__atomic_store_n(&sp->evict, VS_EVICT_WANTED, __ATOMIC_SEQ_CST);
+	if (sp->live_maps > sp->evict_at)
+		vs_want_quiet(sp, &sp->want_evict);
 }
 
 int vs_init(struct space *sp)
@@ -366,8 +383,7 @@ static void exc_drop(struct space *sp, uint64_t w)
 static int map_failed(struct space *sp, const char *what)
 {
 	int e = errno;
-	if (sp->evict == VS_EVICT_NONE)
-		__atomic_store_n(&sp->evict, VS_EVICT_WANTED, __ATOMIC_SEQ_CST);
+	vs_want_quiet(sp, &sp->want_evict);
 	return fr_err(-ENOMEM, "%s: %s", what, strerror(e));
 }
 

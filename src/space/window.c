@@ -106,6 +106,16 @@ static uint64_t drop_reservation(struct tx *tx, struct sp_ptable *pt)
 	return released;
 }
 
+uint64_t part_drop_reservation(struct tx *tx, uint64_t vw)
+{
+	tx_lock_alloc(tx);
+	int err = 0;
+	uint64_t *slot = ppt_window_slot(tx, vw, 0, &err);
+	uint64_t went = slot ? tx_get8(tx, slot) : PPT_NONE;
+	struct sp_ptable *pt = ppt_went_ok(tx->sp, went) ? large_table(tx, went, vw) : NULL;
+	return pt ? drop_reservation(tx, pt) : 0;
+}
+
 uint64_t part_gc_reservations(struct tx *tx, uint64_t want)
 {
 	struct space *sp = tx->sp;

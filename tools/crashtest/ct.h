@@ -159,7 +159,9 @@ struct ct_workload {
 	uint64_t seed;	   /* random workloads */
 };
 
-enum { CT_TREE_SMALL, CT_TREE_POPULATED };
+/* SMALL and POPULATED: see workloads.c; FRAGMENTED: sparse files whose
+ * windows hold every unit of the pool, so a large write needs compaction. */
+enum { CT_TREE_SMALL, CT_TREE_POPULATED, CT_TREE_FRAGMENTED };
 
 /* The operations that build a tree (not explored). */
 int ct_setup_ops(int tree, struct fm_op **ops);

@@ -377,8 +377,8 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 	run->mode_name = mode_name;
 	/* Smaller pools cost less to format and record: the small tree fits 32 MiB. */
 	run->pool_size = O.pool_mib		    ? O.pool_mib << 20
-			 : w->tree == CT_TREE_SMALL ? 32ULL << 20
-						    : 64ULL << 20;
+			 : w->tree == CT_TREE_POPULATED ? 64ULL << 20
+							: 32ULL << 20;
 	run->w = w;
 	run->nested_max = O.nested;
 	run->timeout_s = O.timeout_s;
@@ -574,8 +574,8 @@ static void usage(FILE *f)
 	      "  --budget S           stop starting workloads after S seconds\n"
 	      "  --seed S             random workloads and sampled images (default 1)\n"
 	      "  --random-len N       operations per random workload (default 25)\n"
-	      "  --pool-mib N         pool size in MiB, even, >= 16 (default 32 for the\n"
-	      "                       small tree, 64 for the populated one)\n"
+	      "  --pool-mib N         pool size in MiB, even, >= 16 (default 64 for the\n"
+	      "                       populated tree, 32 for the others)\n"
 	      "  --nested N           images per fence of a crash during recovery\n"
 	      "                       (default 3)\n"
 	      "  --timeout S          seconds per image (default 60)\n"

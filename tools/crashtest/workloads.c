@@ -7,8 +7,9 @@
  * be upgraded by copying (L2 -> L3) and one about to be upgraded by remapping
  * (L3 -> L4), a 5 MiB file spanning several 2 MiB windows, a sparse file with
  * holes below its end, a symlink, a hard link, and an unlinked file still
- * held open (an orphan). Before recording, every free page is filled with a
- * pattern (main.c), so an image that exposes uninitialised memory shows it.
+ * held open (an orphan). The fragmented tree is sparse files whose windows
+ * hold every unit of the pool (only pair:write+compact uses it). Before recording, every free page
+ * is filled with a pattern (main.c), so an image that exposes uninitialised memory shows it.
  * Descriptor slots stay open across the explored operations:
  *   0 /f0 O_RDWR   1 /f1 O_RDWR   2 /f2 O_APPEND   3 /f3 O_APPEND
  *   4 /f4 O_RDWR   5 /h O_RDWR    6 the orphan     7 free (creates)
@@ -26,8 +27,9 @@
 
 #include "ferrite.h"
 
-#define KiB 1024LL
-#define MiB (1024LL * 1024)
+#define KiB	      1024LL
+#define MiB	      (1024LL * 1024)
+#define CT_FRAG_FILES 6
 
 /* ---- building operations ------------------------------------------------------ */
 
@@ -128,10 +130,29 @@ static void o_file(struct fm_op **o, int *n, const char *p, int64_t len)
 
 /* ---- the two trees ---------------------------------------------------------------- */
 
+/* Sparse files writing one page in eight of two windows each: each window
+ * reserves a unit (SCMFS pre-allocation) until none is left, and the windows
+ * after that take pages wherever they are free. */
+static int fragmented_setup(struct fm_op **ops)
+{
+	int n = 0;
+	char p[64];
+	for (int f = 0; f < CT_FRAG_FILES; f++) {
+		snprintf(p, sizeof p, "/s%d", f);
+		o_open(ops, &n, 7, p, O_CREAT | O_RDWR, 0644);
+		for (int64_t off = 0; off < 4 * MiB; off += 32 * KiB)
+			o_pwrite(ops, &n, 7, off, 4 * KiB, (uint64_t)f);
+		o_close(ops, &n, 7);
+	}
+	return n;
+}
+
 int ct_setup_ops(int tree, struct fm_op **ops)
 {
 	int n = 0;
 	*ops = NULL;
+	if (tree == CT_TREE_FRAGMENTED)
+		return fragmented_setup(ops);
 	int pop = tree == CT_TREE_POPULATED;
 	char p[64];
 	o_path(ops, &n, FM_MKDIR, "/a", NULL);
@@ -486,6 +507,7 @@ static const struct tmpl tmpls[] = {
 struct dep {
 	const char *name;
 	void (*build)(struct fm_op **o, int *n);
+	int fragmented; /* on the fragmented tree (else the populated one) */
 };
 
 static void d_create_write(struct fm_op **o, int *n)
@@ -549,14 +571,23 @@ static void d_punch_refill(struct fm_op **o, int *n)
 		    40 * KiB);
 	o_pwrite(o, n, 4, 2 * MiB + 12 * KiB, 8 * KiB, 1);
 }
+/* On the fragmented tree: no unit is free, so the large write's windows are
+ * backed page by page and ask for compaction, which the next call does
+ * (moving the written pages of a unit elsewhere, dropping its reservation). */
+static void d_write_compact(struct fm_op **o, int *n)
+{
+	o_open(o, n, 7, "/big", O_CREAT | O_RDWR, 0644);
+	o_write(o, n, 7, 2 * MiB, 2);
+	o_write(o, n, 7, 8 * KiB, 3);
+}
 
 static const struct dep deps[] = {
-    {"create+write", d_create_write},		{"append+truncate", d_append_truncate},
-    {"rename+unlink", d_rename_unlink},		{"link+unlink", d_link_unlink},
-    {"mkdir+rename", d_mkdir_rename},		{"overwrite+overwrite", d_overwrite_twice},
-    {"unlink+create", d_unlink_create},		{"rename+rename-back", d_rename_back},
-    {"unlink-open+close", d_unlink_open_close}, {"promote+demote", d_promote_demote},
-    {"punch+refill", d_punch_refill},
+    {"create+write", d_create_write, 0},	   {"append+truncate", d_append_truncate, 0},
+    {"rename+unlink", d_rename_unlink, 0},	   {"link+unlink", d_link_unlink, 0},
+    {"mkdir+rename", d_mkdir_rename, 0},	   {"overwrite+overwrite", d_overwrite_twice, 0},
+    {"unlink+create", d_unlink_create, 0},	   {"rename+rename-back", d_rename_back, 0},
+    {"unlink-open+close", d_unlink_open_close, 0}, {"promote+demote", d_promote_demote, 0},
+    {"punch+refill", d_punch_refill, 0},	   {"write+compact", d_write_compact, 1},
 };
 #define NDEPS ((int)(sizeof(deps) / sizeof(deps[0])))
 
@@ -602,7 +633,7 @@ static void add_dep(const struct dep *d, struct ct_workload **out, int *n)
 {
 	struct ct_workload *w = grow(out, n);
 	snprintf(w->name, sizeof(w->name), "pair:%s", d->name);
-	w->tree = CT_TREE_POPULATED;
+	w->tree = d->fragmented ? CT_TREE_FRAGMENTED : CT_TREE_POPULATED;
 	d->build(&w->ops, &w->nops);
 }
 

@@ -1,0 +1,63 @@
+/*
+ * compact.c -- when compaction runs for a mounted pool (the moves themselves
+ * are the space layer's, space/compact.c).
+ *
+ * The space layer asks for it when a 2 MiB unit was wanted and none was free
+ * although the pool has room; it runs at the start of the next library call
+ * made while no other thread is inside one (space C3). This file adds the
+ * other half of C3: no program mapping of a file in this process (the
+ * shim's mmap maps pool pages themselves, which must not move), checked and
+ * kept so under mm_lock. One unit is emptied per request, in batches of one
+ * transaction each; a pass that finds no unit backs off exponentially.
+ * Crash argument: each batch is one logged transaction (space/compact.c).
+ */
+#include <errno.h>
+
+#include "fs/fs.h"
+
+/* A unit holding more file pages than this is not worth emptying at once:
+ * the copy would cost more than the page-by-page window it saves. */
+#define COMPACT_MAX_USED 384
+
+static void backoff(struct space *sp, int found)
+{
+	if (found) {
+		sp->compact_backoff = 0;
+		return;
+	}
+	sp->compact_backoff = sp->compact_backoff ? FR_MIN(sp->compact_backoff * 2, 4096) : 8;
+	sp->compact_skip = sp->compact_backoff;
+}
+
+void fs_compact_quiet(void *arg)
+{
+	ferrite_fs *fs = arg;
+	struct space *sp = &fs->m.sp;
+	if (!mm_lock_if_unmapped(fs))
+		return;
+	uint64_t unit = 0;
+	for (int batch = 0; batch < 512 / SP_COMPACT_BATCH + 1; batch++) {
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc)
+			break;
+		if (!unit) {
+			unit = sp_compact_pick(lc->tx, COMPACT_MAX_USED);
+			backoff(sp, unit != 0);
+		}
+		int rc = unit ? sp_compact_move(lc->tx, unit, SP_COMPACT_BATCH) : 0;
+		if (rc <= 0)
+			tx_abort(lc->tx);
+		else if (op_commit(fs, lc) < 0)
+			rc = -1;
+		op_end(fs, lc);
+		if (rc <= 0)
+			break;
+		sp->stat_compacted_pages += (uint64_t)rc;
+		if (rc < SP_COMPACT_BATCH)
+			break;
+	}
+	if (unit)
+		sp->stat_compactions++;
+	mm_unlock(fs);
+	fr_err_clear(); /* a refused batch is not the caller's error */
+}

@@ -1,0 +1,263 @@
+/*
+ * compact.c -- online compaction (issue 15): empties a 2 MiB unit by moving
+ * the file pages it holds elsewhere, so that a pool whose free pages are
+ * scattered gives a large window a whole unit again (huge windows: one
+ * mapping, no page table walk per page).
+ *
+ * Files are addressed through the PPT, so a file page can move without the
+ * file noticing: the page is copied to a fresh page and its page table entry
+ * names the copy (part_swap_pages, the strict-mode write-and-swap step).
+ *
+ * Invariants: C1 only pages named by a page table entry of a window move
+ *               (a large window's table, or a small-partition window's but
+ *               not its header page): metadata blocks, tables and directory
+ *               pages stay where they are, and a unit holding any of them is
+ *               never chosen -- a unit is a candidate only when every page in
+ *               use in it is such a page, or an unwritten page of the
+ *               reservation whose home it is (dropped first, as the
+ *               collector would: W1 then no longer ties the window's pages
+ *               to the unit);
+ *             C2 while a unit is emptied, its free pages are claimed in the
+ *               same transaction, so no copy lands inside it; they are given
+ *               back before the commit, which also frees the moved pages:
+ *               after the last batch the unit is one free block;
+ *             C3 compaction runs only where nothing else can touch a file
+ *               page: at the start of a library call made while no other
+ *               thread is inside one (vspace.c quiet work), with no program
+ *               mapping of a file in the process (the caller checks) -- so
+ *               no store can land in a page between its copy and its swap.
+ *               A pool is open in one process at a time (pool.c); sharing it
+ *               among processes will have to make this quiet moment theirs
+ *               too.
+ * Crash argument: the copies are written to pages unreachable until the
+ *   transaction commits and fenced before its log entry (tx_mark_fresh);
+ *   entries, allocator words and releases change only in the transaction. A
+ *   crash before the commit leaves the old pages named; after it, the
+ *   copies. A unit emptied in several transactions is consistent after each.
+ * Locking: sp->alloc_lock (taken by the transaction before any table is read).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "persist/pm.h"
+#include "space/space.h"
+
+/* The walk's view of one window table: visit(arg, vw, pt, reserved) for each
+ * well-formed table of a window (C1: tables of large windows and of small
+ * partitions' windows; damaged ones are fsck's and stay). Stops when visit
+ * returns non-0. */
+static int each_table(struct tx *tx, int (*visit)(void *, uint64_t, struct sp_ptable *), void *arg)
+{
+	struct space *sp = tx->sp;
+	uint64_t n0 = (sp->vsize + (1ULL << 39) - 1) >> 39;
+	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
+	for (uint64_t i = 0; i < n0 && i < 512; i++) {
+		uint64_t e0 = tx_get8(tx, &root[i]);
+		if ((e0 & PPT_TYPE_MASK) != PPT_DIR ||
+		    !sp_data_range_ok(sp, e0 & ~PPT_TYPE_MASK, FR_PAGE_SIZE))
+			continue;
+		uint64_t *pud = (uint64_t *)sp_ptr(sp, e0 & ~PPT_TYPE_MASK);
+		for (uint64_t j = 0; j < 512; j++) {
+			uint64_t e1 = tx_get8(tx, &pud[j]);
+			if ((e1 & PPT_TYPE_MASK) != PPT_DIR ||
+			    !sp_data_range_ok(sp, e1 & ~PPT_TYPE_MASK, FR_PAGE_SIZE))
+				continue;
+			uint64_t *pmd = (uint64_t *)sp_ptr(sp, e1 & ~PPT_TYPE_MASK);
+			for (uint64_t k = 0; k < 512; k++) {
+				uint64_t went = tx_get8(tx, &pmd[k]);
+				uint64_t vw = (i << 39) | (j << 30) | (k << 21);
+				if ((went & PPT_TYPE_MASK) != PPT_TABLE || !ppt_went_ok(sp, went))
+					continue;
+				struct sp_ptable *pt = ppt_table(sp, went);
+				if (tx_get8(tx, &pt->pt_magic) == PT_MAGIC &&
+				    tx_get8(tx, &pt->pt_vaddr) == vw && visit(arg, vw, pt))
+					return 1;
+			}
+		}
+	}
+	return 0;
+}
+
+static int page_in_data(const struct space *sp, uint64_t pg)
+{
+	return pg >= sp->data_page && pg < sp->data_end_page;
+}
+
+/* First movable entry of a table (a header table's page 0 is the table). */
+static unsigned first_movable(struct tx *tx, struct sp_ptable *pt)
+{
+	return (tx_get4(tx, &pt->pt_flags) & PT_F_HEADER) ? 1 : 0;
+}
+
+/* Per unit: pages that can leave it (C1) -- named by a movable entry
+ * (moved: the cost), or reserved and unwritten (given back at no cost when
+ * the reservation is dropped). */
+struct census {
+	struct tx *tx;
+	uint16_t *cost, *leave;
+};
+
+static int count_unit(void *arg, uint64_t vw, struct sp_ptable *pt)
+{
+	(void)vw;
+	struct census *c = arg;
+	struct space *sp = c->tx->sp;
+	uint64_t home = tx_get8(c->tx, &pt->pt_home) >> FR_PAGE_SHIFT;
+	int reserved = (tx_get4(c->tx, &pt->pt_flags) & PT_F_RESERVED) && page_in_data(sp, home) &&
+		       !((home - sp->data_page) & 511);
+	unsigned named = 0;
+	for (unsigned o = first_movable(c->tx, pt); o < 512; o++) {
+		uint64_t pg = tx_get4(c->tx, &pt->pt_pte[o]);
+		if (!pg || !page_in_data(sp, pg))
+			continue;
+		uint64_t u = (pg - sp->data_page) >> 9;
+		named++;
+		if (c->leave[u] < 512) {
+			c->cost[u]++;
+			c->leave[u]++;
+		}
+	}
+	if (reserved) {
+		uint64_t u = (home - sp->data_page) >> 9;
+		c->leave[u] = (uint16_t)FR_MIN(512u, c->leave[u] + (512u - FR_MIN(named, 512u)));
+	}
+	return 0;
+}
+
+/* Free pages in each unit, from the allocator's bitmaps (B1). */
+static void free_per_unit(struct tx *tx, uint16_t *free_of)
+{
+	struct space *sp = tx->sp;
+	uint64_t npages = sp->data_end_page - sp->data_page;
+	for (int k = 0; k < BUD_ORDERS; k++) {
+		uint64_t nblocks = npages >> k;
+		for (uint64_t w = 0; w < (nblocks + 63) / 64; w++) {
+			uint64_t bits = tx_get8(tx, &sp->bitmap[k][w]);
+			while (bits) {
+				uint64_t b = w * 64 + (uint64_t)__builtin_ctzll(bits);
+				bits &= bits - 1;
+				if (b < nblocks)
+					free_of[(b << k) >> 9] += (uint16_t)(1u << k);
+			}
+		}
+	}
+}
+
+uint64_t sp_compact_pick(struct tx *tx, unsigned max_used)
+{
+	struct space *sp = tx->sp;
+	tx_lock_alloc(tx);
+	uint64_t nunits = (sp->data_end_page - sp->data_page) >> 9;
+	uint16_t *free_of = calloc(nunits ? nunits : 1, sizeof(uint16_t));
+	struct census c = {tx, calloc(nunits ? nunits : 1, sizeof(uint16_t)),
+			   calloc(nunits ? nunits : 1, sizeof(uint16_t))};
+	uint64_t best = 0;
+	if (free_of && c.cost && c.leave) {
+		free_per_unit(tx, free_of);
+		each_table(tx, count_unit, &c);
+		unsigned best_cost = max_used + 1;
+		for (uint64_t u = 0; u < nunits; u++) {
+			unsigned used = 512u - FR_MIN(free_of[u], 512u);
+			if (used && c.cost[u] < best_cost && c.leave[u] == used) {
+				best_cost = c.cost[u];
+				best = sp->data_page + (u << 9);
+			}
+		}
+	}
+	free(free_of);
+	free(c.cost);
+	free(c.leave);
+	return best;
+}
+
+struct batch {
+	struct tx *tx;
+	uint64_t unit;
+	uint64_t v[SP_COMPACT_BATCH];
+	unsigned n, max;
+};
+
+/* Drops the reservation of the window whose home is the unit (its unwritten
+ * pages leave at once), and collects the pages of the unit that entries name. */
+static int collect(void *arg, uint64_t vw, struct sp_ptable *pt)
+{
+	struct batch *b = arg;
+	struct space *sp = b->tx->sp;
+	uint64_t home = tx_get8(b->tx, &pt->pt_home) >> FR_PAGE_SHIFT;
+	if ((tx_get4(b->tx, &pt->pt_flags) & PT_F_RESERVED) && home == b->unit)
+		part_drop_reservation(b->tx, vw);
+	if (tx_get4(b->tx, &pt->pt_flags) & PT_F_RESERVED)
+		return 0; /* W1: its pages are its home's, not this unit's */
+	for (unsigned o = first_movable(b->tx, pt); o < 512 && b->n < b->max; o++) {
+		uint64_t pg = tx_get4(b->tx, &pt->pt_pte[o]);
+		if (page_in_data(sp, pg) && pg >= b->unit && pg < b->unit + 512)
+			b->v[b->n++] = vw + ((uint64_t)o << FR_PAGE_SHIFT);
+	}
+	return b->n == b->max;
+}
+
+/* Claims every free block of the unit (C2); returns how many were claimed. */
+static unsigned claim_free(struct tx *tx, uint64_t unit, uint64_t *blk, int *ord)
+{
+	unsigned n = 0;
+	for (uint64_t o = 0; o < 512;) {
+		int k = bud_free_order(tx->sp, tx, unit + o);
+		if (k < 0) {
+			o++;
+			continue;
+		}
+		uint64_t head = (unit + o - tx->sp->data_page) & ~((1ULL << k) - 1);
+		head += tx->sp->data_page;
+		if (bud_alloc_at(tx, head, k) < 0)
+			break;
+		blk[n] = head;
+		ord[n++] = k;
+		o = head + (1ULL << k) - unit;
+	}
+	return n;
+}
+
+int sp_compact_move(struct tx *tx, uint64_t unit, unsigned max)
+{
+	struct space *sp = tx->sp;
+	tx_lock_alloc(tx);
+	if (unit < sp->data_page || unit + 512 > sp->data_end_page ||
+	    ((unit - sp->data_page) & 511))
+		return -EINVAL;
+	struct batch *b = calloc(1, sizeof(*b));
+	uint64_t *blk = calloc(512, sizeof(uint64_t));
+	int *ord = calloc(512, sizeof(int));
+	int rc = -ENOMEM;
+	if (!b || !blk || !ord)
+		goto out;
+	b->tx = tx;
+	b->unit = unit;
+	b->max = FR_MIN(max, SP_COMPACT_BATCH);
+	each_table(tx, collect, b);
+	rc = 0;
+	if (!b->n)
+		goto out;
+	unsigned nclaimed = claim_free(tx, unit, blk, ord);
+	for (unsigned i = 0; i < b->n && !rc; i++) {
+		uint64_t old = ppt_page_tx(tx, b->v[i]) >> FR_PAGE_SHIFT, fresh;
+		if (old < unit || old >= unit + 512)
+			continue;
+		rc = part_swap_pages(tx, b->v[i], 1, &fresh);
+		if (!rc && fresh >= unit && fresh < unit + 512)
+			rc = tx_damaged(tx, "compaction: a copy landed in the unit it empties");
+		if (!rc)
+			pm_copy_nt(sp_ptr(sp, fresh << FR_PAGE_SHIFT),
+				   sp_ptr(sp, old << FR_PAGE_SHIFT), FR_PAGE_SIZE);
+	}
+	tx_mark_fresh(tx);
+	for (unsigned i = 0; i < nclaimed; i++)
+		bud_release_unused(tx, blk[i], ord[i]);
+	if (!rc)
+		rc = (int)b->n;
+out:
+	free(b);
+	free(blk);
+	free(ord);
+	return rc;
+}
