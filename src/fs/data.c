@@ -412,6 +412,23 @@ static int zero_backed(ferrite_fs *fs, struct fr_inode *ip, uint64_t from, uint6
 	return 0;
 }
 
+/* Bytes [off, end) of a small file that lie in one page it has, at or below
+ * its size, through the direct mapping of the pool; NULL otherwise. Small
+ * files share 2 MiB windows whose pages lie wherever space was free, so the
+ * window path would map each new file's page on its own (a system call and
+ * a fault per file, and mappings against the budget, V3); the direct mapping
+ * is there already. Same pool pages, so both views stay coherent. The inode
+ * lock is held: the page cannot change under the caller. */
+static char *direct_page(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end,
+			 uint64_t size)
+{
+	if (!is_small(ip->i_level) || off > size || end <= off ||
+	    (off >> FR_PAGE_SHIFT) != ((end - 1) >> FR_PAGE_SHIFT) || end > part_bytes(ip->i_level))
+		return NULL;
+	uint64_t phys = ppt_page(&fs->m.sp, ip->i_part + FR_ALIGN_DOWN(off, FR_PAGE_SIZE));
+	return phys ? (char *)sp_ptr(&fs->m.sp, phys) + (off & (FR_PAGE_SIZE - 1)) : NULL;
+}
+
 static void stamp(struct fr_inode *ip, int which)
 {
 	struct timespec now;
@@ -541,21 +558,24 @@ ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovc
 			goto out;
 		}
 	}
-	uint64_t part = ip->i_part;
-	uint64_t map_from = FR_MIN(off, size);
-	int mrc = vs_ensure(sp, part + map_from, end - map_from);
-	if (mrc) {
-		rc = mrc;
-		goto out;
-	}
-	if (off > size) {
-		mrc = zero_backed(fs, ip, size, off);
+	char *dst = direct_page(fs, ip, off, end, size);
+	if (!dst) {
+		uint64_t part = ip->i_part;
+		uint64_t map_from = FR_MIN(off, size);
+		int mrc = vs_ensure(sp, part + map_from, end - map_from);
 		if (mrc) {
 			rc = mrc;
 			goto out;
 		}
+		if (off > size) {
+			mrc = zero_backed(fs, ip, size, off);
+			if (mrc) {
+				rc = mrc;
+				goto out;
+			}
+		}
+		dst = vs_addr(sp, part + off);
 	}
-	char *dst = vs_addr(sp, part + off);
 	if (PM_PLANTED(PM_PLANT_SIZE_BEFORE_DATA) && end > size)
 		publish_size(ip, end, T_MTIME | T_CTIME);
 	for (int i = 0; i < iovcnt; i++) {
@@ -593,14 +613,15 @@ ssize_t dp_read(ferrite_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t of
 	if (off < size && len) {
 		size_t n = (size_t)FR_MIN((uint64_t)len, size - off);
 		uint64_t v = ip->i_part + off;
-		if (!vs_ready(sp, v, n)) {
+		const char *src = direct_page(fs, ip, off, off + n, size);
+		if (!src && !vs_ready(sp, v, n)) {
 			int r = vs_ensure(sp, v, n);
 			if (r) {
 				rc = r;
 				goto out;
 			}
 		}
-		memcpy(buf, vs_addr(sp, v), n);
+		memcpy(buf, src ? src : vs_addr(sp, v), n);
 		rc = (ssize_t)n;
 		/* relatime: keep atime meaningful without a store per read. */
 		int touch =
