@@ -364,6 +364,9 @@ static inline void vs_call_leave(void)
 /* Deferred actions (tx_defer) after the PPT changed. */
 void vs_page_changed(struct space *sp, uint64_t v_page, uint64_t unused1, uint64_t unused2);
 void vs_window_changed(struct space *sp, uint64_t v_window, uint64_t nwindows, uint64_t unused);
+/* A reserved window became its home unit (window.c promotion): its mapping,
+ * the home unit whole, stays as it is. */
+void vs_window_promoted(struct space *sp, uint64_t v_window, uint64_t unused1, uint64_t unused2);
 void vs_moved(struct space *sp, uint64_t src, uint64_t dst, uint64_t nwindows);
 void vs_pages_changed(struct space *sp, uint64_t v, uint64_t npages, uint64_t unused);
 /* At once, inside the transaction: the pages of window vw set in unnamed

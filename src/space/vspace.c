@@ -723,6 +723,22 @@ void vs_window_changed(struct space *sp, uint64_t vw, uint64_t n, uint64_t u)
 	pthread_mutex_unlock(&sp->map_lock);
 }
 
+void vs_window_promoted(struct space *sp, uint64_t vw, uint64_t unused1, uint64_t unused2)
+{
+	(void)unused1;
+	(void)unused2;
+	if (!sp->wstate)
+		return;
+	pthread_mutex_lock(&sp->map_lock);
+	uint64_t w = vw >> FR_UNIT_SHIFT;
+	/* A reserved window is mapped as its home unit whole, every page at
+	 * home + its index (W1), with no exception: exactly the mapping of the
+	 * unit it now is. Anything else is mapped again on next use. */
+	if (sp->wstate[w] != VS_UNMAPPED && (sp->wstate[w] != VS_MAPPED || exc_any(sp, w)))
+		unmap_window(sp, w);
+	pthread_mutex_unlock(&sp->map_lock);
+}
+
 /* Moves established mappings along with a ppt_move (ctFS pswap): mremap keeps
  * the page-table entries, so the moved data is not faulted in again. */
 void vs_moved(struct space *sp, uint64_t src, uint64_t dst, uint64_t n)

@@ -278,7 +278,7 @@ int part_large_back_pages(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1, 
 		uint64_t toff = went & ~PPT_TYPE_MASK;
 		tx_set8(tx, slot, (home_pg << FR_PAGE_SHIFT) | PPT_HUGE);
 		bud_free(tx, toff >> FR_PAGE_SHIFT, 0);
-		tx_defer(tx, vs_window_changed, vw, 1, 0);
+		tx_defer(tx, vs_window_promoted, vw, 0, 0);
 	} else if (o1 > o0) {
 		tx_defer(tx, vs_pages_changed, vw + ((uint64_t)o0 << FR_PAGE_SHIFT), o1 - o0, 0);
 	}
