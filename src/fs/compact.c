@@ -35,7 +35,7 @@ void fs_compact_quiet(void *arg)
 	struct space *sp = &fs->m.sp;
 	if (!mm_lock_if_unmapped(fs))
 		return;
-	uint64_t unit = 0;
+	uint64_t unit = 0, moved = 0;
 	for (int batch = 0; batch < 512 / SP_COMPACT_BATCH + 1; batch++) {
 		struct log_ctx *lc = op_begin(fs);
 		if (!lc)
@@ -44,20 +44,23 @@ void fs_compact_quiet(void *arg)
 			unit = sp_compact_pick(lc->tx, COMPACT_MAX_USED);
 			backoff(sp, unit != 0);
 		}
+		/* 0 moved may still have dropped the unit's reservation: committed */
 		int rc = unit ? sp_compact_move(lc->tx, unit, SP_COMPACT_BATCH) : 0;
-		if (rc <= 0)
+		if (rc < 0)
 			tx_abort(lc->tx);
 		else if (op_commit(fs, lc) < 0)
 			rc = -1;
 		op_end(fs, lc);
-		if (rc <= 0)
+		if (rc < 0)
 			break;
-		sp->stat_compacted_pages += (uint64_t)rc;
+		moved += (uint64_t)rc;
 		if (rc < SP_COMPACT_BATCH)
 			break;
 	}
-	if (unit)
+	if (moved) {
 		sp->stat_compactions++;
+		sp->stat_compacted_pages += moved;
+	}
 	mm_unlock(fs);
 	fr_err_clear(); /* a refused batch is not the caller's error */
 }
