@@ -24,6 +24,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "age.h"
 #include "bench.h"
 
 struct fer_ctx {
@@ -237,9 +238,40 @@ static int fer_setup(struct bench_backend *b, struct fer_ctx *f, struct ferrite_
 	return 0;
 }
 
-int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, int strict, char *why,
+/* The aged column's pool: churn until age_times its size is written. The
+ * churn keeps its files between a quarter and nine twentieths of the pool
+ * (age_pool's bounds on half of it), so after half are deleted the
+ * workloads still find the room they have on the fresh pool. */
+static void age_progress(uint64_t written, uint64_t target)
+{
+	progress("aged: %llu of %llu MiB written", (unsigned long long)(written >> 20),
+		 (unsigned long long)(target >> 20));
+}
+
+static int age_backend(struct bench_backend *b, const struct bench_opts *o, uint64_t size,
+		       char *why, size_t whylen)
+{
+	struct fer_ctx *f = b->ctx;
+	struct age_stats st;
+	uint64_t r = o->seed ^ 0xa9e0;
+	int rc = age_pool(f->fs, "/aged", (uint64_t)o->age_times * size, size / 2, &r, age_progress,
+			  &st);
+	if (rc < 0) {
+		snprintf(why, whylen, "aging %s: %s", f->pool, ferrite_errmsg());
+		return rc;
+	}
+	snprintf(b->notes, sizeof(b->notes),
+		 "aged: %llu operations wrote %llu MiB (%u times the pool); %llu MiB kept in "
+		 "/aged",
+		 (unsigned long long)st.ops, (unsigned long long)(st.written >> 20), o->age_times,
+		 (unsigned long long)(st.kept >> 20));
+	return 0;
+}
+
+int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, int kind, char *why,
 			 size_t whylen)
 {
+	int strict = kind == BK_STRICT;
 	struct ferrite_mkfs_opts mo = {0};
 	struct ferrite_info info;
 	struct fer_ctx *f;
@@ -250,15 +282,24 @@ int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, in
 	if (!f)
 		return -ENOMEM;
 	f->keep = o->keep;
-	if (strict)
-		pool_variant(f->pool, sizeof(f->pool), o->pool, "-strict");
+	if (kind != BK_FERRITE)
+		pool_variant(f->pool, sizeof(f->pool), o->pool, strict ? "-strict" : "-aged");
 	else
 		snprintf(f->pool, sizeof(f->pool), "%s", o->pool);
 	mo.size = o->pool_size ? o->pool_size : fer_pool_size(o);
 	mo.mode = strict ? FERRITE_MODE_STRICT : FERRITE_MODE_SYNC;
-	rc = fer_setup(b, f, &mo, strict ? "strict" : "ferrite", why, whylen);
+	rc = fer_setup(b, f, &mo,
+		       strict		 ? "strict"
+		       : kind == BK_AGED ? "aged"
+					 : "ferrite",
+		       why, whylen);
 	if (rc < 0)
 		return rc;
+	if (kind == BK_AGED) {
+		rc = age_backend(b, o, mo.size, why, whylen);
+		if (rc < 0)
+			return rc;
+	}
 	b->caps = strict ? 0 : BK_CAP_NAMESPACE; /* metadata is the same in both modes */
 	if (ferrite_get_info(f->fs, &info) == 0)
 		snprintf(b->where, sizeof(b->where),

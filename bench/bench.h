@@ -28,14 +28,15 @@ enum bench_backend_id {
 	BK_STRICT,
 	BK_TIER,
 	BK_DISK,
+	BK_AGED, /* ferrite on a pool aged first (age.c), a) and b) */
 	BK_COUNT
 };
 
 /* The backends each group measures. */
 #define MICRO_COLS                                                                                 \
 	((1u << BK_FERRITE) | (1u << BK_TMPFS) | (1u << BK_EXT4) | (1u << BK_RAW) |                \
-	 (1u << BK_STRICT))
-#define META_COLS ((1u << BK_FERRITE) | (1u << BK_TMPFS) | (1u << BK_EXT4))
+	 (1u << BK_STRICT) | (1u << BK_AGED))
+#define META_COLS ((1u << BK_FERRITE) | (1u << BK_TMPFS) | (1u << BK_EXT4) | (1u << BK_AGED))
 #define TIER_COLS ((1u << BK_TIER) | (1u << BK_DISK) | (1u << BK_FERRITE))
 
 #define BK_CAP_NAMESPACE 1u /* has named files and directories: metadata workloads apply */
@@ -115,7 +116,8 @@ struct bench_opts {
 	int keep;		  /* keep pools and files afterwards */
 	uint64_t seed;
 	int quick;
-	int cpu; /* pin the process (and the probes) to this CPU; -1 = no pinning */
+	unsigned age_times; /* the aged column: bytes written by aging, in pool sizes */
+	int cpu;	    /* pin the process (and the probes) to this CPU; -1 = no pinning */
 	/* d) tier */
 	const char *disk_dir;	 /* on the machine's disk: ext4-disk and the tier's backing */
 	const char *tier_pool;	 /* the tiered pool (default: --pool with -tier added) */
@@ -211,9 +213,11 @@ int mount_probe_main(const char *pool);
 
 /* ---- backends ------------------------------------------------------------------ */
 
-/* strict: the "strict" column, a second pool formatted in strict mode (every
- * write atomic) next to --pool, named like it with "-strict" added. */
-int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, int strict, char *why,
+/* kind BK_FERRITE: the pool --pool; BK_STRICT: the "strict" column, a second
+ * pool formatted in strict mode (every write atomic) next to --pool, named
+ * like it with "-strict" added; BK_AGED: a third ("-aged"), aged first by
+ * --age times its size of Geriatrix-style churn (age.c). */
+int ferrite_backend_init(struct bench_backend *b, const struct bench_opts *o, int kind, char *why,
 			 size_t whylen);
 /* tier: the tier column, a tiered pool (--tier-pool) caching DIR/tier-backing of
  * --disk-dir. Its settle() unmounts and mounts the pool again, which drains it. */

@@ -33,8 +33,8 @@
 /* What messages call the program: `ferrite bench` runs it as that. */
 static const char *me = "ferrite-bench";
 
-static const char *const bk_names[BK_COUNT] = {"ferrite", "tmpfs", "ext4",     "raw",
-					       "strict",  "tier",  "ext4-disk"};
+static const char *const bk_names[BK_COUNT] = {"ferrite", "tmpfs", "ext4",	"raw",
+					       "strict",  "tier",  "ext4-disk", "aged"};
 
 static void usage(FILE *f)
 {
@@ -66,10 +66,14 @@ static void usage(FILE *f)
 	      "  --only GROUPS           comma list of micro (a), meta (b), mount (c),\n"
 	      "                          tier (d); default all\n"
 	      "  --backends LIST         comma list of ferrite, tmpfs, ext4, raw, strict,\n"
-	      "                          tier, ext4-disk; default all (strict: ferrite in\n"
-	      "                          strict mode, a) only, on a second pool named after\n"
-	      "                          --pool with -strict added; tier and ext4-disk: d)\n"
-	      "                          only, where ferrite is the pm column)\n"
+	      "                          aged, tier, ext4-disk; default all (strict: ferrite\n"
+	      "                          in strict mode, a) only, on a second pool named\n"
+	      "                          after --pool with -strict added; aged: ferrite on a\n"
+	      "                          pool aged first (-aged), a) and b); tier and\n"
+	      "                          ext4-disk: d) only, where ferrite is the pm column)\n"
+	      "  --age N                 the aged pool: churn (create, append, truncate,\n"
+	      "                          rename, delete) until N times its size is written,\n"
+	      "                          then half of its files deleted (10)\n"
 	      "  --runs N                runs of each measurement; the median is shown (3)\n"
 	      "  --no-ext4               no ext4 column (default: set one up when root)\n"
 	      "  --ext4-dir DIR          a mounted ext4 to use instead of a loop device\n"
@@ -229,6 +233,7 @@ enum {
 	OPT_EXT4_SKIP,
 	OPT_NO_DROP,
 	OPT_KEEP,
+	OPT_AGE,
 	OPT_SEED,
 	OPT_CPU,
 	OPT_DISK_DIR,
@@ -269,6 +274,7 @@ static const struct option long_opts[] = {
     {"ext4-skip", required_argument, NULL, OPT_EXT4_SKIP},
     {"no-drop-caches", no_argument, NULL, OPT_NO_DROP},
     {"keep", no_argument, NULL, OPT_KEEP},
+    {"age", required_argument, NULL, OPT_AGE},
     {"seed", required_argument, NULL, OPT_SEED},
     {"cpu", required_argument, NULL, OPT_CPU},
     {"disk-dir", required_argument, NULL, OPT_DISK_DIR},
@@ -359,6 +365,14 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 		case OPT_NO_DROP:
 			o->drop_caches = 0;
 			break;
+		case OPT_AGE: {
+			uint64_t n = 0;
+			rc = parse_count(optarg, &n);
+			if (rc == 0 && (n < 1 || n > 1000))
+				rc = -EINVAL;
+			o->age_times = (unsigned)n;
+			break;
+		}
 		case OPT_KEEP:
 			o->keep = 1;
 			break;
@@ -459,6 +473,8 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	}
 	if (!o->runs)
 		o->runs = o->quick ? 1 : 3;
+	if (!o->age_times)
+		o->age_times = 10;
 	if (!o->disk_dir)
 		o->disk_dir = "/var/tmp/ferrite-bench";
 	if (!o->tier_pool_size)
@@ -572,9 +588,9 @@ static void backends_init(struct bench_state *s, const struct bench_opts *o)
 		}
 		why[0] = '\0';
 		s->bk[k] = &s->store[k];
-		if (k == BK_FERRITE || k == BK_STRICT) {
+		if (k == BK_FERRITE || k == BK_STRICT || k == BK_AGED) {
 			progress("setting up %s", bk_names[k]);
-			if (ferrite_backend_init(s->bk[k], o, k == BK_STRICT, why, sizeof(why)) < 0)
+			if (ferrite_backend_init(s->bk[k], o, k, why, sizeof(why)) < 0)
 				backend_skip(s, k, "%s", why);
 		} else if (k == BK_TIER) {
 			progress("setting up tier");

@@ -29,6 +29,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "age.h"
 #include "ferrite.h"
 
 #define KiB  1024ull
@@ -56,14 +57,10 @@ static long nfiles, cap;
 
 static uint64_t rnd(uint64_t *s)
 {
-	uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-	return z ^ (z >> 31);
+	return age_rnd(s);
 }
 
-/* A size from the mix. "tree": the file sizes of a source tree (most a few
- * KiB, some tens, a few MiB) mixed with a mail spool (2-60 KiB messages). */
+/* A size from the mix ("tree": bench/age.c). */
 static uint64_t pick_size(uint64_t *r)
 {
 	if (!strcmp(mix, "empty"))
@@ -78,16 +75,7 @@ static uint64_t pick_size(uint64_t *r)
 		return 280 * KiB;
 	if (!strcmp(mix, "3m"))
 		return 3 * MiB;
-	uint64_t u = rnd(r) % 1000;
-	if (u < 350)
-		return 200 + rnd(r) % (8 * KiB);
-	if (u < 650)
-		return 2 * KiB + rnd(r) % (58 * KiB);
-	if (u < 900)
-		return 8 * KiB + rnd(r) % (120 * KiB);
-	if (u < 985)
-		return 128 * KiB + rnd(r) % (896 * KiB);
-	return 1 * MiB + rnd(r) % (4 * MiB);
+	return age_tree_size(r);
 }
 
 static void path_of(char *buf, size_t n, long i)
@@ -319,74 +307,19 @@ static long verify_threads(int nthreads)
 	return bad;
 }
 
-/* Geriatrix-style churn on files /age/gNNNNN until written >= target bytes. */
+/* Geriatrix-style churn on files /age/gNNNNN until written >= target bytes
+ * (bench/age.c, which the benchmark's aged column uses too). */
 static void age(uint64_t target, uint64_t pool_bytes, uint64_t *r)
 {
-	static char buf[64 * 1024];
-	memset(buf, 'a', sizeof buf);
-	ferrite_mkdir(fs, "/age", 0755);
-	enum { NAGE = 4096 };
-	static uint64_t sz[NAGE];
-	uint64_t written = 0, used = 0, ops = 0;
-	const char *saved = mix;
-	mix = "tree";
-	while (written < target) {
-		long i = (long)(rnd(r) % NAGE);
-		char p[64], q[64];
-		snprintf(p, sizeof p, "/age/g%05ld", i);
-		unsigned op = (unsigned)(rnd(r) % 100);
-		int full = used > pool_bytes / 10 * 9, low = used < pool_bytes / 2;
-		ops++;
-		if (sz[i] && (full || op < 25)) { /* delete */
-			if (ferrite_unlink(fs, p) == 0) {
-				used -= sz[i];
-				sz[i] = 0;
-			}
-		} else if (sz[i] && op < 40) { /* truncate to a part of it */
-			uint64_t n = sz[i] ? rnd(r) % sz[i] : 0;
-			if (ferrite_truncate(fs, p, (off_t)n) == 0) {
-				used -= sz[i] - n;
-				sz[i] = n;
-			}
-		} else if (sz[i] && op < 50) { /* rename over another slot */
-			long j = (long)(rnd(r) % NAGE);
-			snprintf(q, sizeof q, "/age/g%05ld", j);
-			if (j != i && ferrite_rename(fs, p, q, 0) == 0) {
-				used -= sz[j];
-				sz[j] = sz[i];
-				sz[i] = 0;
-			}
-		} else if (!full || low) { /* create or append */
-			int fd = ferrite_open(fs, p, O_CREAT | O_WRONLY | O_APPEND, 0644);
-			if (fd < 0)
-				continue;
-			uint64_t n = pick_size(r);
-			while (n) {
-				size_t k = (size_t)(n < sizeof buf ? n : sizeof buf);
-				ssize_t w = ferrite_write(fs, fd, buf, k);
-				if (w <= 0)
-					break;
-				n -= (uint64_t)w;
-				sz[i] += (uint64_t)w;
-				used += (uint64_t)w;
-				written += (uint64_t)w;
-			}
-			ferrite_close(fs, fd);
-		}
-	}
-	mix = saved;
-	/* half of what is left goes, leaving holes all over the pool */
-	for (long i = 0; i < NAGE; i++) {
-		char p[64];
-		snprintf(p, sizeof p, "/age/g%05ld", i);
-		if (sz[i] && rnd(r) % 2 && ferrite_unlink(fs, p) == 0) {
-			used -= sz[i];
-			sz[i] = 0;
-		}
+	struct age_stats st;
+	if (age_pool(fs, "/age", target, pool_bytes, r, NULL, &st) < 0) {
+		printf("  aging failed: %s\n", ferrite_errmsg());
+		failures++;
+		return;
 	}
 	printf("  aged: %llu operations, %llu MiB written (%.1f times the pool), %llu MiB kept\n",
-	       (unsigned long long)ops, (unsigned long long)(written >> 20),
-	       (double)written / (double)pool_bytes, (unsigned long long)(used >> 20));
+	       (unsigned long long)st.ops, (unsigned long long)(st.written >> 20),
+	       (double)st.written / (double)pool_bytes, (unsigned long long)(st.kept >> 20));
 }
 
 int main(int argc, char **argv)
