@@ -73,7 +73,7 @@ static void usage(FILE *f)
 	      "                          ext4-disk: d) only, where ferrite is the pm column)\n"
 	      "  --age N                 the aged pool: churn (create, append, truncate,\n"
 	      "                          rename, delete) until N times its size is written,\n"
-	      "                          then half of its files deleted (10)\n"
+	      "                          then half of its files deleted (10; --quick: 1)\n"
 	      "  --runs N                runs of each measurement; the median is shown (3)\n"
 	      "  --no-ext4               no ext4 column (default: set one up when root)\n"
 	      "  --ext4-dir DIR          a mounted ext4 to use instead of a loop device\n"
@@ -474,7 +474,7 @@ static int parse_opts(int argc, char **argv, struct bench_opts *o)
 	if (!o->runs)
 		o->runs = o->quick ? 1 : 3;
 	if (!o->age_times)
-		o->age_times = 10;
+		o->age_times = o->quick ? 1 : 10;
 	if (!o->disk_dir)
 		o->disk_dir = "/var/tmp/ferrite-bench";
 	if (!o->tier_pool_size)
