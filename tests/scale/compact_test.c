@@ -15,9 +15,14 @@
  * Checks: compactions happened (ferrite_get_info), the large file's windows
  * are mostly huge, every byte of every file reads back (before and after a
  * remount), fsck is clean; in sync and strict mode.
- * Usage: compact_test [sync|strict]
+ * Case threads: two threads write large files while a third rewrites and
+ * reads the sparse files' pages, the pages compaction moves; no rewrite is
+ * lost, nothing reads back wrong.
+ * Usage: compact_test [sync|strict|threads]
  */
 #include "../api/ft_test.h"
+
+#include <pthread.h>
 
 #define KiB 1024LL
 #define MiB (1024 * KiB)
@@ -90,39 +95,51 @@ static int check_sparse(ferrite_fs *fs, int n)
 
 /* The large file, written 256 KiB at a time (the write after a refused unit
  * is the quiet call that compacts). Returns its size. */
-static int64_t write_large(ferrite_fs *fs, int64_t max)
+static int64_t write_large_as(ferrite_fs *fs, const char *name, uint64_t id, int64_t max)
 {
-	static uint8_t buf[256 * KiB];
-	int fd = ferrite_open(fs, "/large", O_CREAT | O_RDWR | O_TRUNC, 0644);
-	FT_CHECK(fd >= 0, "create /large: %s", ft_errname(fd));
+	uint8_t *buf = malloc(256 * KiB);
+	FT_CHECK(buf, "out of memory");
+	int fd = ferrite_open(fs, name, O_CREAT | O_RDWR | O_TRUNC, 0644);
+	FT_CHECK(fd >= 0, "create %s: %s", name, ft_errname(fd));
 	int64_t off = 0;
 	while (off < max) {
-		fill_page(buf, 999999, (uint64_t)off, sizeof buf);
-		ssize_t w = ferrite_pwrite(fs, fd, buf, sizeof buf, off);
+		fill_page(buf, id, (uint64_t)off, 256 * KiB);
+		ssize_t w = ferrite_pwrite(fs, fd, buf, 256 * KiB, off);
 		if (w == -ENOSPC)
 			break;
-		FT_CHECK(w == (ssize_t)sizeof buf, "pwrite /large at %lld: %s", (long long)off,
+		FT_CHECK(w == (ssize_t)(256 * KiB), "pwrite %s at %lld: %s", name, (long long)off,
 			 ft_errname(w));
 		off += w;
 	}
+	free(buf);
 	FT_OK(ferrite_close(fs, fd));
 	return off;
 }
 
-static int check_large(ferrite_fs *fs, int64_t size)
+static int64_t write_large(ferrite_fs *fs, int64_t max)
+{
+	return write_large_as(fs, "/large", 999999, max);
+}
+
+static int check_large_as(ferrite_fs *fs, const char *name, uint64_t id, int64_t size)
 {
 	static uint8_t buf[256 * KiB], want[256 * KiB];
-	int fd = ferrite_open(fs, "/large", O_RDONLY, 0);
-	FT_CHECK(fd >= 0, "open /large: %s", ft_errname(fd));
+	int fd = ferrite_open(fs, name, O_RDONLY, 0);
+	FT_CHECK(fd >= 0, "open %s: %s", name, ft_errname(fd));
 	for (int64_t off = 0; off < size; off += (int64_t)sizeof buf) {
-		fill_page(want, 999999, (uint64_t)off, sizeof want);
+		fill_page(want, id, (uint64_t)off, sizeof want);
 		ssize_t r = ferrite_pread(fs, fd, buf, sizeof buf, off);
 		FT_CHECK(r == (ssize_t)sizeof buf && !memcmp(buf, want, sizeof buf),
-			 "/large at %lld: %s", (long long)off,
+			 "%s at %lld: %s", name, (long long)off,
 			 r == (ssize_t)sizeof buf ? "wrong bytes" : ft_errname(r));
 	}
 	FT_OK(ferrite_close(fs, fd));
 	return 0;
+}
+
+static int check_large(ferrite_fs *fs, int64_t size)
+{
+	return check_large_as(fs, "/large", 999999, size);
 }
 
 static int run_mode(int mode)
@@ -167,6 +184,139 @@ static int run_mode(int mode)
 	return 0;
 }
 
+/* ---- compaction while other threads write and read ------------------------ */
+
+/* The page generation each sparse page was last written with (0: the first
+ * pattern), kept by the rewriter; a rewrite lost to a move would show. */
+static uint8_t gen_of[NSPARSE][SPARSE_WINDOWS * 64];
+
+static uint8_t gen_byte(int f, unsigned pg, unsigned gen, size_t i)
+{
+	return (uint8_t)ft_mix64(((uint64_t)f << 32) ^ ((uint64_t)pg << 16) ^ (gen << 8) ^ i);
+}
+
+struct worker {
+	ferrite_fs *fs;
+	int id, nsparse;
+	int64_t size;
+	volatile int *stop;
+};
+
+static void *large_writer(void *arg)
+{
+	struct worker *w = arg;
+	char name[32];
+	snprintf(name, sizeof name, "/large%d", w->id);
+	w->size = write_large_as(w->fs, name, 500000 + (uint64_t)w->id, 24 * MiB);
+	return NULL;
+}
+
+/* Rewrites sparse pages with new generations and reads others back until
+ * the writers are done. */
+static int rewrite_loop(struct worker *w)
+{
+	uint64_t r = 12345;
+	uint8_t buf[4096], want[4096];
+	while (!*w->stop) {
+		int f = (int)(ft_mix64(++r) % (uint64_t)w->nsparse);
+		unsigned pg = (unsigned)(ft_mix64(++r) % (SPARSE_WINDOWS * 64));
+		char p[64];
+		snprintf(p, sizeof p, "/s%d", f);
+		int fd = ferrite_open(w->fs, p, O_RDWR, 0);
+		FT_CHECK(fd >= 0, "open %s: %s", p, ft_errname(fd));
+		off_t off = (off_t)pg * 8 * 4096;
+		if (ft_mix64(++r) % 2) {
+			unsigned g = gen_of[f][pg] + 1u;
+			for (size_t i = 0; i < sizeof buf; i++)
+				buf[i] = gen_byte(f, pg, g, i);
+			ssize_t n = ferrite_pwrite(w->fs, fd, buf, sizeof buf, off);
+			if (n == (ssize_t)sizeof buf)
+				gen_of[f][pg] = (uint8_t)g;
+			else
+				FT_CHECK(n == -ENOSPC, "rewrite %s at %lld: %s", p, (long long)off,
+					 ft_errname(n));
+		} else {
+			for (size_t i = 0; i < sizeof want; i++)
+				want[i] = gen_of[f][pg] ? gen_byte(f, pg, gen_of[f][pg], i)
+							: pattern((uint64_t)f, (uint64_t)off + i);
+			ssize_t n = ferrite_pread(w->fs, fd, buf, sizeof buf, off);
+			FT_CHECK(n == (ssize_t)sizeof buf && !memcmp(buf, want, sizeof buf),
+				 "%s page %u (generation %u) read back wrong while compacting", p,
+				 pg, gen_of[f][pg]);
+		}
+		ferrite_close(w->fs, fd);
+	}
+	return 0;
+}
+
+static void *rewriter(void *arg)
+{
+	rewrite_loop(arg);
+	return NULL;
+}
+
+static int check_generations(ferrite_fs *fs, int nsparse)
+{
+	uint8_t buf[4096];
+	for (int f = 0; f < nsparse; f++) {
+		char p[64];
+		snprintf(p, sizeof p, "/s%d", f);
+		int fd = ferrite_open(fs, p, O_RDONLY, 0);
+		FT_CHECK(fd >= 0, "open %s: %s", p, ft_errname(fd));
+		for (unsigned pg = 0; pg < SPARSE_WINDOWS * 64; pg++) {
+			off_t off = (off_t)pg * 8 * 4096;
+			FT_CHECK(ferrite_pread(fs, fd, buf, sizeof buf, off) == (ssize_t)sizeof buf,
+				 "read %s page %u", p, pg);
+			for (size_t i = 0; i < sizeof buf; i++) {
+				uint8_t want = gen_of[f][pg]
+						   ? gen_byte(f, pg, gen_of[f][pg], i)
+						   : pattern((uint64_t)f, (uint64_t)off + i);
+				FT_CHECK(buf[i] == want, "%s page %u byte %zu: generation %u lost",
+					 p, pg, i, gen_of[f][pg]);
+			}
+		}
+		FT_OK(ferrite_close(fs, fd));
+	}
+	return 0;
+}
+
+/* Two threads write large files while a third rewrites and reads the sparse
+ * files' pages -- the very pages compaction moves, at quiet moments that
+ * must not let a store race a page's copy. */
+static int t_threads(void)
+{
+	ferrite_fs *fs;
+	struct ferrite_mkfs_opts o = {.size = 128 * MiB, .mode = FERRITE_MODE_SYNC, .force = 1};
+	FT_OK(ferrite_mkfs(pool, &o));
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	memset(gen_of, 0, sizeof gen_of);
+	int nsparse = write_sparse(fs, NSPARSE);
+	FT_CHECK(nsparse == NSPARSE, "only %d sparse files fit", nsparse);
+	volatile int stop = 0;
+	struct worker w[3] = {
+	    {fs, 1, nsparse, 0, &stop}, {fs, 2, nsparse, 0, &stop}, {fs, 3, nsparse, 0, &stop}};
+	pthread_t th[3];
+	FT_CHECK(pthread_create(&th[2], NULL, rewriter, &w[2]) == 0, "pthread_create");
+	for (int i = 0; i < 2; i++)
+		FT_CHECK(pthread_create(&th[i], NULL, large_writer, &w[i]) == 0, "pthread_create");
+	for (int i = 0; i < 2; i++)
+		pthread_join(th[i], NULL);
+	stop = 1;
+	pthread_join(th[2], NULL);
+	struct ferrite_info in;
+	FT_OK(ferrite_get_info(fs, &in));
+	printf("threads: large files of %lld and %lld KiB; %llu compactions moved %llu pages\n",
+	       (long long)(w[0].size >> 10), (long long)(w[1].size >> 10),
+	       (unsigned long long)in.compactions, (unsigned long long)in.compacted_pages);
+	FT_CHECK(in.compactions > 0, "no compaction happened");
+	FT_RUN(check_generations(fs, nsparse));
+	FT_RUN(check_large_as(fs, "/large1", 500001, w[0].size));
+	FT_RUN(check_large_as(fs, "/large2", 500002, w[1].size));
+	FT_OK(ferrite_unmount(fs));
+	FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	return 0;
+}
+
 static int t_sync(void)
 {
 	return run_mode(FERRITE_MODE_SYNC);
@@ -180,6 +330,7 @@ static int t_strict(void)
 static const struct ft_case cases[] = {
     {"sync", t_sync, FT_TIER_SKIP},
     {"strict", t_strict, FT_TIER_SKIP},
+    {"threads", t_threads, FT_TIER_SKIP},
 };
 
 int main(int argc, char **argv)
