@@ -12,7 +12,7 @@
  *             N2 a directory's i_parent names the directory holding it;
  *             N3 no directory is its own ancestor (rename checks under
  *               rename_lock, which every cross-directory rename holds).
- * Locking: see docs/contracts.md#namespace.
+ * Locking: see docs/contracts.md#operations.
  */
 #include <errno.h>
 #include <fcntl.h>

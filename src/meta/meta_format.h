@@ -131,7 +131,7 @@ struct fr_state {
 _Static_assert(sizeof(struct fr_state) <= 4096, "state fits a page");
 
 /* Redo log slot: header line, then one entry. */
-#define LOG_MAGIC 0x474f4c4f44455246ULL /* "FEREDOLOG" */
+#define LOG_MAGIC 0x474f4c4f44455246ULL /* "FREDOLOG" */
 #define LE_MAGIC  0x52544e45u		/* "ENTR" */
 struct log_slot {
 	uint64_t ls_magic;

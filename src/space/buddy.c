@@ -17,7 +17,7 @@
  *   through the caller's transaction (tx_set8), so an allocation or free is
  *   applied together with the PPT or metadata change that uses it, or not at
  *   all. The caller holds the allocator lock until the transaction retires.
- * Locking: sp->alloc_lock (tx_lock_alloc), see docs/contracts.md#allocators.
+ * Locking: sp->alloc_lock (tx_lock_alloc), see docs/contracts.md#lock-order.
  */
 #include <errno.h>
 #include <stdarg.h>

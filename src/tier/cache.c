@@ -155,15 +155,6 @@ static int write_back(struct tier *t, struct tier_file *tf, uint64_t c, int sync
 	return 0;
 }
 
-int tier_flush_chunk_locked(struct tier *t, uint64_t c)
-{
-	uint64_t tag = tag_of(t, c);
-	struct tier_file *tf = tier_file_at(t, tag_fid(tag));
-	if (!tf)
-		return fr_err(-EUCLEAN, "chunk %llu belongs to no file", (unsigned long long)c);
-	return write_back(t, tf, c, 1);
-}
-
 /* ---- making room in a slot --------------------------------------------------------- */
 
 struct room_retry {

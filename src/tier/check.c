@@ -181,7 +181,7 @@ static int path_safe(const char *p, size_t len)
 int tier_rec_path_ok(const struct tier_rec *r)
 {
 	return r->r_pathlen && r->r_pathlen <= TIER_PATH_MAX &&
-	       fr_crc32c(0, r->r_path, r->r_pathlen) == r->r_rsvd32;
+	       fr_crc32c(0, r->r_path, r->r_pathlen) == r->r_path_crc;
 }
 
 int tier_rec_check(const struct tier_geom *g, uint32_t fid, char *why, size_t n)

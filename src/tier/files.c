@@ -312,7 +312,7 @@ static void rec_store_path(struct tier_rec *r, const char *path)
 	pm_fence(); /* a torn path is never taken for a whole one */
 	pm_store(r->r_path, path, n);
 	pm_flush(r->r_path, n ? n : 1);
-	pm_store4(&r->r_rsvd32, fr_crc32c(0, path, n));
+	pm_store4(&r->r_path_crc, fr_crc32c(0, path, n));
 	pm_store4(&r->r_pathlen, (uint32_t)n);
 	pm_flush(&r->r_pathlen, 16);
 }

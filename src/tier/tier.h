@@ -338,9 +338,6 @@ void tier_cache_evict_clean(struct tier *t, struct tier_file *tf);
 /* Marks every cached chunk of the file dirty: its backing file was made
  * again and holds none of them. */
 void tier_cache_redirty_file(struct tier *t, struct tier_file *tf);
-/* Writes chunk c (valid, dirty) to its backing file and makes it durable;
- * the caller holds its slot lock. */
-int tier_flush_chunk_locked(struct tier *t, uint64_t c);
 /* Stores a chunk's tag (flushed, not fenced), keeping the DRAM counts. */
 void tier_set_tag(struct tier *t, uint64_t c, uint64_t tag);
 /* Publishes a file's size and write time in its record (flushed, not fenced). */

@@ -106,7 +106,7 @@ struct tier_rec {
 	uint32_t r_pathlen; /* bytes of r_path; 0: unknown (too long, or a link was removed) */
 	uint32_t r_htype;   /* file handle (name_to_handle_at) type, and its bytes */
 	uint32_t r_hlen;
-	uint32_t r_rsvd32;
+	uint32_t r_path_crc; /* crc32c of r_path[0, r_pathlen): a torn path is no path */
 	uint8_t r_handle[TIER_HANDLE_MAX];
 	int64_t r_ctime; /* ns: status change time as the tier last made it (draining to
 			  * the backing file changes the backing file's own) */

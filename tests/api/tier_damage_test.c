@@ -253,7 +253,7 @@ static int path_len_864(void)
 	FT_CHECK(r, "no record for /f");
 	r->r_hlen = 0; /* so recovery goes by the path */
 	r->r_pathlen = 864;
-	r->r_rsvd32 = fr_crc32c(0, r->r_path, 864);
+	r->r_path_crc = fr_crc32c(0, r->r_path, 864);
 	img_close(&m);
 	FT_RUN(refused("path length 864"));
 	teardown();
@@ -289,7 +289,7 @@ static int path_escape(void)
 	r->r_hlen = 0;
 	memcpy(r->r_path, evil, strlen(evil));
 	r->r_pathlen = (uint32_t)strlen(evil);
-	r->r_rsvd32 = fr_crc32c(0, evil, strlen(evil));
+	r->r_path_crc = fr_crc32c(0, evil, strlen(evil));
 	img_close(&m);
 	FT_RUN(refused("outside the backing directory"));
 	char out[400];

@@ -181,7 +181,7 @@ static const struct field header_fields[] = {
 static const struct field rec_fields[] = {
     F(tier_rec, r_state),   F(tier_rec, r_flags), F(tier_rec, r_key),  F(tier_rec, r_stride),
     F(tier_rec, r_size),    F(tier_rec, r_mtime), F(tier_rec, r_ino),  F(tier_rec, r_btime),
-    F(tier_rec, r_pathlen), F(tier_rec, r_htype), F(tier_rec, r_hlen), F(tier_rec, r_rsvd32),
+    F(tier_rec, r_pathlen), F(tier_rec, r_htype), F(tier_rec, r_hlen), F(tier_rec, r_path_crc),
     F(tier_rec, r_handle),  F(tier_rec, r_ctime), F(tier_rec, r_path),
 };
 static const struct field desc_fields[] = {
@@ -301,7 +301,7 @@ static void header_resum(struct tier_header *th)
 static void rec_resum(struct tier_rec *r)
 {
 	if (r->r_pathlen <= TIER_PATH_MAX + 1024) /* (the checksum as the code computes it) */
-		r->r_rsvd32 = fr_crc32c(0, r->r_path, r->r_pathlen);
+		r->r_path_crc = fr_crc32c(0, r->r_path, r->r_pathlen);
 }
 
 /* The journal's fingerprint, as src/tier/check.c computes it. */
