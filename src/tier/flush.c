@@ -348,14 +348,21 @@ static void *flusher_main(void *arg)
 			int64_t ms = (now.tv_sec - last_epoch.tv_sec) * 1000 +
 				     (now.tv_nsec - last_epoch.tv_nsec) / 1000000;
 			if (ms >= (int64_t)t->epoch_ms) {
-				tier_epoch_commit(t);
-				last_epoch = now;
+				/* a failed commit leaves the epoch open: counted, and
+				 * tried again next period */
+				if (tier_epoch_commit(t) < 0)
+					tier_count(t, TS_FLUSH_ERRORS, 1);
+				else
+					last_epoch = now;
 			}
 		}
 		/* N3 (ns.c): names changed since the last sync become durable. */
 		if (__atomic_exchange_n(&t->ns_dirty, 0, __ATOMIC_ACQ_REL) &&
-		    !__atomic_load_n(&t->ndirty, __ATOMIC_RELAXED))
-			syncfs(t->root_fd);
+		    !__atomic_load_n(&t->ndirty, __ATOMIC_RELAXED) && syncfs(t->root_fd) != 0) {
+			/* not durable yet: counted, and synced again next period */
+			tier_count(t, TS_FLUSH_ERRORS, 1);
+			__atomic_store_n(&t->ns_dirty, 1, __ATOMIC_RELEASE);
+		}
 		int left = 1;
 		if (TIER_BACKING_HOLD() != TIER_BACKING_ALLOW)
 			left = 0; /* the crash explorer holds the backing directory still */
