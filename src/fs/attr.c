@@ -82,7 +82,7 @@ int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip
 	return ((unsigned)mask & ~bits) ? -EACCES : 0;
 }
 
-void inode_to_stat(ferrite_fs *fs, const struct fr_inode *ip, struct stat *st)
+static void inode_to_stat(ferrite_fs *fs, const struct fr_inode *ip, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	uint64_t dev;
@@ -281,8 +281,8 @@ int fs_statvfs(ferrite_fs *fs, struct statvfs *sv)
 	 * file's directory entry is paid for too: 15 inodes of a block page,
 	 * and a hashed directory's buckets are at least about two-thirds full,
 	 * so 10 files a page. A free inode entry counts a third: the new name may
-	 * need a bucket page too, and none may be left. Formats 1-3 take whole 2 MiB units for inode
-	 * blocks, so a free page promises nothing there. */
+	 * need a bucket page too, and none may be left. Formats 1-3 take whole 2 MiB units for
+	 * inode blocks, so a free page promises nothing there. */
 	uint64_t per_page = v4 ? 10 : 0;
 	uint64_t free_entries = ih->mph_total > ih->mph_live ? ih->mph_total - ih->mph_live : 0;
 	if (v4)

@@ -110,19 +110,6 @@ static void name_copy(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *img
 	buf[img->d_namelen] = 0;
 }
 
-int dent_name(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, char *buf)
-{
-	struct fr_dentry img;
-	const char *why;
-	dir_load(tx, d, &img, sizeof(img));
-	if (dent_check(fs, tx, &img, &why))
-		return fr_err(-EUCLEAN, "directory entry: %s (run `ferrite fsck`)", why);
-	name_copy(fs, tx, &img, buf);
-	if (dname_check(buf, img.d_namelen, &why))
-		return fr_err(-EUCLEAN, "directory entry: %s (run `ferrite fsck`)", why);
-	return img.d_namelen;
-}
-
 /* ---- slot sets ------------------------------------------------------------- */
 
 static void slots_of_bucket(struct fr_bucket *b, struct slots *s)

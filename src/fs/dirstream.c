@@ -38,6 +38,8 @@ struct ferrite_dir {
 	struct dir_batch_ent scratch[BATCH];
 };
 
+static int opendir_ino(ferrite_fs *fs, uint64_t ino, ferrite_dir **out);
+
 int pmfs_opendir(ferrite_fs *fs, const char *path, ferrite_dir **out)
 {
 	fr_err_clear();
@@ -61,7 +63,7 @@ int pmfs_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 	return api_end(rc);
 }
 
-int opendir_ino(ferrite_fs *fs, uint64_t ino, ferrite_dir **out)
+static int opendir_ino(ferrite_fs *fs, uint64_t ino, ferrite_dir **out)
 {
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	int rc;

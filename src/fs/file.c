@@ -158,7 +158,7 @@ void of_put(ferrite_fs *fs, struct ofile *of)
 	}
 }
 
-int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags)
+static int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags)
 {
 	pthread_rwlock_t *lk = ino_lock(fs, ino);
 	pthread_rwlock_rdlock(lk);

@@ -152,7 +152,6 @@ void ino_set_times(struct tx *tx, struct fr_inode *ip, int which, const struct t
 #define T_CTIME 4
 /* Orphans: unlinked inodes still open (released at last close or mount). */
 void orphan_add(ferrite_fs *fs, struct tx *tx, uint64_t ino);
-void orphan_remove(ferrite_fs *fs, struct tx *tx, uint64_t ino);
 int orphan_cleanup(ferrite_fs *fs);
 
 /* ---- credentials and permissions (attr.c) ------------------------------- */
@@ -166,7 +165,6 @@ int fs_set_escaped_path(const char *p);
 int cred_is_explicit(void);
 /* mask: 4 read, 2 write, 1 exec/search. 0 or -EACCES. */
 int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip, int mask);
-void inode_to_stat(ferrite_fs *fs, const struct fr_inode *ip, struct stat *st);
 
 int fs_stat_ino(ferrite_fs *fs, uint64_t ino, struct stat *st);
 int fs_chmod_ino(ferrite_fs *fs, uint64_t ino, mode_t mode);
@@ -191,9 +189,6 @@ int dir_remove(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, struct fr_de
 void dir_retarget(struct tx *tx, struct fr_dentry *d, uint64_t ino, unsigned type);
 /* Releases the storage of an empty directory (-EUCLEAN: left in place). */
 int dir_release(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir);
-/* Copies a dentry's name into buf (FS_NAME_MAX + 1 bytes, NUL-terminated);
- * returns its length, or -EUCLEAN if the entry or its name is damaged. */
-int dent_name(ferrite_fs *fs, struct tx *tx, const struct fr_dentry *d, char *buf);
 
 struct dir_batch_ent {
 	uint64_t hash;
@@ -309,7 +304,6 @@ int vn_is_open(ferrite_fs *fs, uint64_t ino);
 /* Has the file memory mappings (ferrite_mmap)? Caller holds the inode lock. */
 int vn_mapped(ferrite_fs *fs, uint64_t ino);
 void fd_close_all(ferrite_fs *fs);
-int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags);
 /* A descriptor's open file, referenced (of_put releases it); NULL: -EBADF. */
 struct ofile *fd_get(ferrite_fs *fs, int fd);
 void of_put(ferrite_fs *fs, struct ofile *of);
@@ -320,7 +314,6 @@ void of_put(ferrite_fs *fs, struct ofile *of);
 int at_begin(ferrite_fs *fs, int dirfd, const char *path, int flags, uint64_t *at,
 	     struct ofile **held);
 void at_end(ferrite_fs *fs, struct ofile *held);
-int opendir_ino(ferrite_fs *fs, uint64_t ino, ferrite_dir **out);
 /* Truncate and punch that respect memory mappings (mmap.c): mapped pages are
  * never freed (-EBUSY when they would be). */
 int mm_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len);
@@ -337,9 +330,5 @@ void dirstream_close_all(ferrite_fs *fs);
 enum { FS_VIEW_SHARED = 0, FS_VIEW_PRIVATE = 1 };
 int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int view,
 		  ferrite_fs **out);
-
-/* fsck (fsck.c) */
-int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
-	    void (*progress)(void *, uint64_t, uint64_t), void *parg);
 
 #endif

@@ -64,7 +64,7 @@ struct fsck {
 	uint64_t np3, p3cap;
 	uint64_t name_refs[MP_COUNT];
 	uint64_t small_dirs[MP_COUNT];
-	uint64_t prealloc; /* unwritten pages reserved by windows (window.c W1) */
+	uint64_t prealloc;	  /* unwritten pages reserved by windows (window.c W1) */
 	struct pending_fix *pend; /* counter repairs, applied at the end */
 	size_t npend, pcap_pend;
 };
@@ -580,8 +580,8 @@ static void check_tree(struct fsck *f, int repair)
 	}
 }
 
-int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
-	    void (*progress)(void *, uint64_t, uint64_t), void *parg)
+static int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
+		   void (*progress)(void *, uint64_t, uint64_t), void *parg)
 {
 	struct fsck f;
 	memset(&f, 0, sizeof(f));
@@ -632,9 +632,11 @@ int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 			check_inode(&f, f.inodes[i].ino);
 	check_blocks(&f);
 	if (sp->hdr->sph_prealloc_pages != f.prealloc &&
-	    !fix_counter(&f, &sp->hdr->sph_prealloc_pages, 8, f.prealloc, "pre-allocated page count"))
+	    !fix_counter(&f, &sp->hdr->sph_prealloc_pages, 8, f.prealloc,
+			 "pre-allocated page count"))
 		BAD(&f, "pre-allocated page count %llu, the windows reserve %llu",
-		    (unsigned long long)sp->hdr->sph_prealloc_pages, (unsigned long long)f.prealloc);
+		    (unsigned long long)sp->hdr->sph_prealloc_pages,
+		    (unsigned long long)f.prealloc);
 	for (int id = MP_NAME64; id <= MP_DENT64; id++) {
 		if (id <= MP_NAME272 && f.name_refs[id])
 			BAD(&f, "name pool %d: %lld names referenced vs live entries", id,

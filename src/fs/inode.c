@@ -235,7 +235,7 @@ void orphan_add(ferrite_fs *fs, struct tx *tx, uint64_t ino)
 	tx_set4(tx, &ip->i_flags, tx_get4(tx, &ip->i_flags) | I_F_ORPHAN);
 }
 
-void orphan_remove(ferrite_fs *fs, struct tx *tx, uint64_t ino)
+static void orphan_remove(ferrite_fs *fs, struct tx *tx, uint64_t ino)
 {
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	struct fr_state *st = fs->m.st;
@@ -307,7 +307,8 @@ int orphan_cleanup(ferrite_fs *fs)
 	while (fs->m.st->st_orphan_head) {
 		uint64_t ino = fs->m.st->st_orphan_head;
 		if (!ino_valid(fs, ino) || !ino_check_release(fs, ino_ptr(fs, ino)))
-			return fr_err(-EUCLEAN, "orphan list damaged at inode %llu (run `ferrite fsck`)",
+			return fr_err(-EUCLEAN,
+				      "orphan list damaged at inode %llu (run `ferrite fsck`)",
 				      (unsigned long long)ino);
 		int rc = ino_release(fs, NULL, ino);
 		if (rc)

@@ -76,9 +76,6 @@ int meta_label_check(const char *label);
 void meta_label_get(const struct fr_super *sb, char out[SB_LABEL_MAX + 1]);
 /* Sets sb_label (checked label; "" removes it). Checksum not updated. */
 void meta_label_set(struct fr_super *sb, const char *label);
-/* Writes sb (checksum set) at base + backup_off, fences, then at base +
- * SB_OFF and fences: the crash order of mkfs (tune.c). */
-void meta_super_publish(char *base, uint64_t backup_off, const struct fr_super *sb);
 struct meta_tune_args {
 	const char *label; /* NULL: unchanged */
 	int mode;	   /* enum ferrite_mode, -1: unchanged */
@@ -132,9 +129,6 @@ void mp_free(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off);
 int mp_entry_valid(struct meta *m, enum mp_id id, uint64_t off);
 /* The same as a transaction sees it (entries it handed out are LIVE there). */
 int mp_entry_valid_tx(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off);
-/* Blocks of pool id are buddy blocks of this order (0 = a page): format 4
- * sizes them to the entries (mpool.c); formats 1-3 use 2 MiB units. */
-int mp_block_order(const struct meta *m, enum mp_id id);
 uint64_t mp_block_bytes(const struct meta *m, enum mp_id id);
 /* Does the head of pool id match the pool's format? (attach, fsck) */
 int mp_head_check(const struct meta *m, enum mp_id id);

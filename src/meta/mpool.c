@@ -34,11 +34,13 @@ const uint32_t mp_entry_size[MP_COUNT] = {
 /* Format 4: the smallest buddy block that wastes little of itself (the
  * dentry arrays are larger than a page); formats 1-3: a 2 MiB unit. */
 static const uint8_t block_order_v4[MP_COUNT] = {
-    [MP_INODE] = 0,  [MP_NAME64] = 0, [MP_NAME128] = 0, [MP_NAME192] = 0,
+    [MP_INODE] = 0,   [MP_NAME64] = 0, [MP_NAME128] = 0, [MP_NAME192] = 0,
     [MP_NAME272] = 0, [MP_DENT16] = 1, [MP_DENT32] = 3,	 [MP_DENT64] = 4,
 };
 
-int mp_block_order(const struct meta *m, enum mp_id id)
+/* Blocks of pool id are buddy blocks of this order (0 = a page): format 4
+ * sizes them to the entries (mpool.c); formats 1-3 use 2 MiB units. */
+static int mp_block_order(const struct meta *m, enum mp_id id)
 {
 	return m->sb->sb_version >= FR_FORMAT_SMALL_BLOCKS ? block_order_v4[id] : BUD_TOP_ORDER;
 }
@@ -81,8 +83,7 @@ static int mp_block_ok(struct meta *m, enum mp_id id, uint64_t b)
 	const struct mp_block *blk = meta_ptr(m, b);
 	return blk->mpb_magic == MPB_MAGIC && blk->mpb_id == (uint32_t)id &&
 	       blk->mpb_entry_size == mp_entry_size[id] &&
-	       blk->mpb_nentries == entries_per_block(m, id) &&
-	       blk->mpb_bump <= blk->mpb_nentries;
+	       blk->mpb_nentries == entries_per_block(m, id) && blk->mpb_bump <= blk->mpb_nentries;
 }
 
 /* Is off an entry slot of a block of pool id that was handed out (index below

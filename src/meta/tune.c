@@ -57,7 +57,9 @@ void meta_label_set(struct fr_super *sb, const char *label)
 	memcpy(sb->sb_label, label, strnlen(label, SB_LABEL_MAX));
 }
 
-void meta_super_publish(char *base, uint64_t backup_off, const struct fr_super *sb)
+/* Writes sb (checksum set) at base + backup_off, fences, then at base +
+ * SB_OFF and fences: the crash order of mkfs (tune.c). */
+static void meta_super_publish(char *base, uint64_t backup_off, const struct fr_super *sb)
 {
 	pm_copy_flush(base + backup_off, sb, sizeof(*sb));
 	pm_fence();				       /* ORDER: backup before primary */

@@ -210,7 +210,8 @@ static int swap_gib(struct tx *tx, uint64_t a, uint64_t b, uint64_t bytes)
 	return 0;
 }
 
-int ppt_swap(struct tx *tx, uint64_t a, uint64_t b, uint64_t npages)
+/* Exchanges the mappings of two equally sized, window-aligned ranges. */
+static int ppt_swap(struct tx *tx, uint64_t a, uint64_t b, uint64_t npages)
 {
 	tx_xlate_flush(tx);
 	uint64_t bytes = npages << FR_PAGE_SHIFT;

@@ -237,8 +237,6 @@ uint64_t ppt_page_tx(struct tx *tx, uint64_t v);
  * vspace src to dst, leaving src unmapped; dst must be unmapped (pswap with an
  * empty side). Works on whole directory entries when 1 GiB aligned. */
 int ppt_move(struct tx *tx, uint64_t src, uint64_t dst, uint64_t npages);
-/* Exchanges the mappings of two equally sized, window-aligned ranges. */
-int ppt_swap(struct tx *tx, uint64_t a, uint64_t b, uint64_t npages);
 int ppt_check_dirs(struct space *sp, void (*visit)(void *, uint64_t, uint64_t), void *arg);
 
 /* ---- partitions (part.c) -------------------------------------------------- */

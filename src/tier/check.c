@@ -277,7 +277,7 @@ int tier_desc_check(const struct tier_geom *g, uint64_t c, char *why, size_t n)
 
 /* ---- the epoch journal -------------------------------------------------------------- */
 
-uint32_t tier_journal_cap(const struct tier_geom *g)
+static uint32_t tier_journal_cap(const struct tier_geom *g)
 {
 	if (g->journal_size < sizeof(struct tier_ejournal))
 		return 0;

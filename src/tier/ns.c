@@ -68,7 +68,8 @@ static const char *const POOL_XATTRS[] = {"user.ferrite.pool", "trusted.ferrite.
 
 static __thread int creds_applied; /* this call switched the thread's fs ids */
 
-void tier_creds_apply(void)
+/* Thread credentials (ferrite_set_creds) applied to the kernel calls. */
+static void tier_creds_apply(void)
 {
 	if (!cred_is_explicit())
 		return;

@@ -259,7 +259,6 @@ int tier_journal_check(const struct tier_geom *g, int *pending, char *why, size_
 uint32_t tier_header_csum(const struct tier_header *th);
 /* The record's path is whole (its checksum holds) and known. */
 int tier_rec_path_ok(const struct tier_rec *r);
-uint32_t tier_journal_cap(const struct tier_geom *g);
 uint32_t tier_journal_fingerprint(const char *data, const struct tier_ejournal *h,
 				  const struct ej_page *pg, const struct ej_file *fl);
 /* openat of a path below root_fd that follows no symbolic link; -errno. */
@@ -401,8 +400,6 @@ void tier_streams_close_all(struct tier *t);
 int64_t tier_btime(int fd);
 /* Ends every memory mapping (unmount). */
 void tier_maps_end(struct tier *t);
-/* Thread credentials (ferrite_set_creds) applied to the kernel calls. */
-void tier_creds_apply(void);
 
 /* ---- tune (tune.c) ----------------------------------------------------------------- */
 
