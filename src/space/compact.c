@@ -29,6 +29,9 @@
  *               A pool is open in one process at a time (pool.c); sharing it
  *               among processes will have to make this quiet moment theirs
  *               too.
+ * Cost: a pick reads the allocator's bitmaps and every window's page table,
+ *   so it is asked for only when a unit is wanted and none is free while the
+ *   pool has room, and backs off (fs/compact.c) when it finds nothing.
  * Crash argument: the copies are written to pages unreachable until the
  *   transaction commits and fenced before its log entry (tx_mark_fresh);
  *   entries, allocator words and releases change only in the transaction. A
@@ -125,15 +128,17 @@ static int count_unit(void *arg, uint64_t vw, struct sp_ptable *pt)
 	return 0;
 }
 
-/* Free pages in each unit, from the allocator's bitmaps (B1). */
+/* Free pages in each unit, from the allocator's bitmaps (B1), read in
+ * place: the pick runs first in its transaction, which has staged nothing,
+ * and the allocator lock keeps everyone else's out until they are retired. */
 static void free_per_unit(struct tx *tx, uint16_t *free_of)
 {
 	struct space *sp = tx->sp;
 	uint64_t npages = sp->data_end_page - sp->data_page;
 	for (int k = 0; k < BUD_ORDERS; k++) {
 		uint64_t nblocks = npages >> k;
-		for (uint64_t w = 0; w < (nblocks + 63) / 64; w++) {
-			uint64_t bits = tx_get8(tx, &sp->bitmap[k][w]);
+		for (uint64_t w = 0; w < (nblocks + 63) / 64 && w < sp->nwords[k]; w++) {
+			uint64_t bits = sp->bitmap[k][w];
 			while (bits) {
 				uint64_t b = w * 64 + (uint64_t)__builtin_ctzll(bits);
 				bits &= bits - 1;
@@ -148,6 +153,8 @@ uint64_t sp_compact_pick(struct tx *tx, unsigned max_used)
 {
 	struct space *sp = tx->sp;
 	tx_lock_alloc(tx);
+	if (!tx_empty(tx))
+		return 0; /* free_per_unit reads the bitmaps in place */
 	uint64_t nunits = (sp->data_end_page - sp->data_page) >> 9;
 	uint16_t *free_of = calloc(nunits ? nunits : 1, sizeof(uint16_t));
 	struct census c = {tx, calloc(nunits ? nunits : 1, sizeof(uint16_t)),
