@@ -100,17 +100,18 @@ static int write_one(long i, uint64_t want)
 {
 	char path[64];
 	path_of(path, sizeof path, i);
+	if (nfiles == cap) {
+		cap = cap ? cap * 2 : 4096;
+		files = realloc(files, (size_t)cap * sizeof *files);
+	}
+	files[i] = (struct file){0, 0};
+	nfiles = i + 1;
 	int fd = ferrite_open(fs, path, O_CREAT | O_EXCL | O_WRONLY, 0644);
 	if (fd < 0) {
 		snprintf(last_err, sizeof last_err, "%s", ferrite_errmsg());
 		return fd;
 	}
-	if (nfiles == cap) {
-		cap = cap ? cap * 2 : 4096;
-		files = realloc(files, (size_t)cap * sizeof *files);
-	}
-	files[i] = (struct file){0, 1};
-	nfiles = i + 1;
+	files[i].live = 1;
 	static char buf[256 * 1024];
 	int rc = 0;
 	while (files[i].size < want) {
@@ -142,20 +143,28 @@ static void check(int ok, const char *fmt, ...)
 	failures += !ok;
 }
 
-/* Fills from file index first on; returns the pages written. */
+/* Fills from file index first on; returns the pages written. A name is
+ * refused when its directory's hash bucket is full and no free page is left
+ * to grow the directory, while other names still fit: the fill goes on with
+ * the next names until 64 in a row are refused. Data refused means full. */
 static uint64_t fill(long first, uint64_t *r, long *made)
 {
 	uint64_t pages = 0;
+	long refused = 0;
 	*made = 0;
 	for (long i = first;; i++) {
 		uint64_t want = pick_size(r);
 		int rc = write_one(i, want);
+		if (rc == -ENOSPC && !files[i].live && ++refused < 64)
+			continue;
 		if (rc == -ENOSPC) {
-			if (i < nfiles && files[i].live)
+			if (files[i].live)
 				pages += pages_of(files[i].size), ++*made;
-			printf("  ENOSPC at file %ld (%s)\n", i, last_err);
+			printf("  ENOSPC at file %ld (%s)%s\n", i, last_err,
+			       files[i].live ? "" : ", 64 names in a row refused");
 			return pages;
 		}
+		refused = 0;
 		if (rc) {
 			check(0, "file %ld: %s (%s)", i, strerror(-rc), ferrite_errmsg());
 			return pages;
