@@ -46,47 +46,6 @@
 #include "persist/pm.h"
 #include "space/space.h"
 
-/* The walk's view of one window table: visit(arg, vw, pt, reserved) for each
- * well-formed table of a window (C1: tables of large windows and of small
- * partitions' windows; damaged ones are fsck's and stay). Stops when visit
- * returns non-0. */
-static int each_table(struct tx *tx, int (*visit)(void *, uint64_t, struct sp_ptable *), void *arg)
-{
-	struct space *sp = tx->sp;
-	uint64_t n0 = (sp->vsize + (1ULL << 39) - 1) >> 39;
-	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
-	for (uint64_t i = 0; i < n0 && i < 512; i++) {
-		uint64_t e0 = tx_get8(tx, &root[i]);
-		if ((e0 & PPT_TYPE_MASK) != PPT_DIR ||
-		    !sp_data_range_ok(sp, e0 & ~PPT_TYPE_MASK, FR_PAGE_SIZE))
-			continue;
-		uint64_t *pud = (uint64_t *)sp_ptr(sp, e0 & ~PPT_TYPE_MASK);
-		for (uint64_t j = 0; j < 512; j++) {
-			uint64_t e1 = tx_get8(tx, &pud[j]);
-			if ((e1 & PPT_TYPE_MASK) != PPT_DIR ||
-			    !sp_data_range_ok(sp, e1 & ~PPT_TYPE_MASK, FR_PAGE_SIZE))
-				continue;
-			uint64_t *pmd = (uint64_t *)sp_ptr(sp, e1 & ~PPT_TYPE_MASK);
-			for (uint64_t k = 0; k < 512; k++) {
-				uint64_t went = tx_get8(tx, &pmd[k]);
-				uint64_t vw = (i << 39) | (j << 30) | (k << 21);
-				if ((went & PPT_TYPE_MASK) != PPT_TABLE || !ppt_went_ok(sp, went))
-					continue;
-				struct sp_ptable *pt = ppt_table(sp, went);
-				if (tx_get8(tx, &pt->pt_magic) == PT_MAGIC &&
-				    tx_get8(tx, &pt->pt_vaddr) == vw && visit(arg, vw, pt))
-					return 1;
-			}
-		}
-	}
-	return 0;
-}
-
-static int page_in_data(const struct space *sp, uint64_t pg)
-{
-	return pg >= sp->data_page && pg < sp->data_end_page;
-}
-
 /* First movable entry of a table (a header table's page 0 is the table). */
 static unsigned first_movable(struct tx *tx, struct sp_ptable *pt)
 {
@@ -106,13 +65,12 @@ static int count_unit(void *arg, uint64_t vw, struct sp_ptable *pt)
 	(void)vw;
 	struct census *c = arg;
 	struct space *sp = c->tx->sp;
-	uint64_t home = tx_get8(c->tx, &pt->pt_home) >> FR_PAGE_SHIFT;
-	int reserved = (tx_get4(c->tx, &pt->pt_flags) & PT_F_RESERVED) && page_in_data(sp, home) &&
-		       !((home - sp->data_page) & 511);
+	uint64_t home;
+	int reserved = part_reserved_home(c->tx, pt, &home);
 	unsigned named = 0;
 	for (unsigned o = first_movable(c->tx, pt); o < 512; o++) {
 		uint64_t pg = tx_get4(c->tx, &pt->pt_pte[o]);
-		if (!pg || !page_in_data(sp, pg))
+		if (!pg || !sp_page_ok(sp, pg))
 			continue;
 		uint64_t u = (pg - sp->data_page) >> 9;
 		named++;
@@ -162,7 +120,7 @@ uint64_t sp_compact_pick(struct tx *tx, unsigned max_used)
 	uint64_t best = 0;
 	if (free_of && c.cost && c.leave) {
 		free_per_unit(tx, free_of);
-		each_table(tx, count_unit, &c);
+		ppt_each_table(tx, count_unit, &c);
 		unsigned best_cost = max_used + 1;
 		for (uint64_t u = 0; u < nunits; u++) {
 			unsigned used = 512u - FR_MIN(free_of[u], 512u);
@@ -191,14 +149,14 @@ static int collect(void *arg, uint64_t vw, struct sp_ptable *pt)
 {
 	struct batch *b = arg;
 	struct space *sp = b->tx->sp;
-	uint64_t home = tx_get8(b->tx, &pt->pt_home) >> FR_PAGE_SHIFT;
-	if ((tx_get4(b->tx, &pt->pt_flags) & PT_F_RESERVED) && home == b->unit)
+	uint64_t home;
+	if (part_reserved_home(b->tx, pt, &home) && home == b->unit)
 		part_drop_reservation(b->tx, vw);
 	if (tx_get4(b->tx, &pt->pt_flags) & PT_F_RESERVED)
 		return 0; /* W1: its pages are its home's, not this unit's */
 	for (unsigned o = first_movable(b->tx, pt); o < 512 && b->n < b->max; o++) {
 		uint64_t pg = tx_get4(b->tx, &pt->pt_pte[o]);
-		if (page_in_data(sp, pg) && pg >= b->unit && pg < b->unit + 512)
+		if (sp_page_ok(sp, pg) && pg >= b->unit && pg < b->unit + 512)
 			b->v[b->n++] = vw + ((uint64_t)o << FR_PAGE_SHIFT);
 	}
 	return b->n == b->max;
@@ -241,7 +199,7 @@ int sp_compact_move(struct tx *tx, uint64_t unit, unsigned max)
 	b->tx = tx;
 	b->unit = unit;
 	b->max = FR_MIN(max, SP_COMPACT_BATCH);
-	each_table(tx, collect, b);
+	ppt_each_table(tx, collect, b);
 	rc = 0;
 	if (!b->n)
 		goto out;

@@ -272,3 +272,38 @@ int ppt_check_dirs(struct space *sp, void (*visit)(void *, uint64_t, uint64_t), 
 	}
 	return 0;
 }
+
+/* Directory entry idx of a PPT directory page as the transaction sees it, if
+ * it names a well-formed directory page; NULL otherwise (absent, or damaged:
+ * fsck's to report). */
+static uint64_t *tx_dir_at(struct tx *tx, uint64_t *dir, uint64_t idx)
+{
+	uint64_t e = tx_get8(tx, &dir[idx]);
+	return dir_ent_ok(tx->sp, e) ? dir_page(tx->sp, e) : NULL;
+}
+
+int ppt_each_table(struct tx *tx, int (*visit)(void *, uint64_t, struct sp_ptable *), void *arg)
+{
+	struct space *sp = tx->sp;
+	uint64_t n0 = (sp->vsize + (1ULL << 39) - 1) >> 39;
+	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
+	for (uint64_t i = 0; i < n0 && i < 512; i++) {
+		uint64_t *pud = tx_dir_at(tx, root, i);
+		for (uint64_t j = 0; pud && j < 512; j++) {
+			uint64_t *pmd = tx_dir_at(tx, pud, j);
+			for (uint64_t k = 0; pmd && k < 512; k++) {
+				uint64_t went = tx_get8(tx, &pmd[k]);
+				uint64_t vw = (i << 39) | (j << 30) | (k << 21);
+				if ((went & PPT_TYPE_MASK) != PPT_TABLE || !ppt_went_ok(sp, went))
+					continue;
+				struct sp_ptable *pt = ppt_table(sp, went);
+				if (tx_get8(tx, &pt->pt_magic) != PT_MAGIC ||
+				    tx_get8(tx, &pt->pt_vaddr) != vw)
+					continue;
+				if (visit(arg, vw, pt) || tx_status(tx))
+					return 1;
+			}
+		}
+	}
+	return 0;
+}

@@ -238,6 +238,12 @@ uint64_t ppt_page_tx(struct tx *tx, uint64_t v);
  * empty side). Works on whole directory entries when 1 GiB aligned. */
 int ppt_move(struct tx *tx, uint64_t src, uint64_t dst, uint64_t npages);
 int ppt_check_dirs(struct space *sp, void (*visit)(void *, uint64_t, uint64_t), void *arg);
+/* Calls visit(arg, vw, table) for every window mapped by a page table that
+ * names its window (damaged entries and tables are skipped: fsck's to
+ * report), as the transaction sees them, skipping absent 512 GiB and 1 GiB
+ * ranges. Stops (returns 1) when visit returns non-0 or the transaction
+ * failed. */
+int ppt_each_table(struct tx *tx, int (*visit)(void *, uint64_t, struct sp_ptable *), void *arg);
 
 /* ---- partitions (part.c) -------------------------------------------------- */
 
@@ -275,6 +281,9 @@ int part_large_unback_pages(struct tx *tx, uint64_t v_window, unsigned o0, unsig
 /* Pre-allocation's collector: gives back the unwritten pages windows
  * reserved (W1) until at least want pages came back or none are left. */
 uint64_t part_gc_reservations(struct tx *tx, uint64_t want);
+/* 1 (and its home unit's first page) if pt is a reservation (W1) whose home
+ * is a whole unit of the data area; 0 otherwise. */
+int part_reserved_home(struct tx *tx, const struct sp_ptable *pt, uint64_t *home_pg);
 /* The same for one window (compaction empties its home unit). */
 uint64_t part_drop_reservation(struct tx *tx, uint64_t vw);
 /* Write-and-swap (strict mode): gives backed pages fresh ones, unreachable

@@ -55,7 +55,7 @@ static struct sp_ptable *large_table(struct tx *tx, uint64_t went, uint64_t vw)
 	return pt;
 }
 
-static int reserved_home(struct tx *tx, struct sp_ptable *pt, uint64_t *home_pg)
+int part_reserved_home(struct tx *tx, const struct sp_ptable *pt, uint64_t *home_pg)
 {
 	if (!(tx_get4(tx, &pt->pt_flags) & PT_F_RESERVED))
 		return 0;
@@ -70,7 +70,7 @@ static int reserved_home(struct tx *tx, struct sp_ptable *pt, uint64_t *home_pg)
 static uint64_t drop_reservation(struct tx *tx, struct sp_ptable *pt)
 {
 	uint64_t home_pg;
-	if (!reserved_home(tx, pt, &home_pg)) {
+	if (!part_reserved_home(tx, pt, &home_pg)) {
 		if (tx_get4(tx, &pt->pt_flags) & PT_F_RESERVED)
 			tx_damaged(tx, "reserved window without a home unit");
 		return 0;
@@ -116,45 +116,31 @@ uint64_t part_drop_reservation(struct tx *tx, uint64_t vw)
 	return pt ? drop_reservation(tx, pt) : 0;
 }
 
+struct gc {
+	struct tx *tx;
+	uint64_t want, got;
+};
+
+static int gc_window(void *arg, uint64_t vw, struct sp_ptable *pt)
+{
+	(void)vw;
+	struct gc *g = arg;
+	/* only unwritten pages change hands, and they are mapped to the zero
+	 * page in place (W2, vs_reservation_dropped): the window's file needs
+	 * no lock */
+	uint32_t flags = tx_get4(g->tx, &pt->pt_flags);
+	if ((flags & PT_F_RESERVED) && !(flags & PT_F_HEADER))
+		g->got += drop_reservation(g->tx, pt);
+	return g->got >= g->want;
+}
+
 uint64_t part_gc_reservations(struct tx *tx, uint64_t want)
 {
-	struct space *sp = tx->sp;
-	uint64_t got = 0;
+	struct gc g = {tx, want, 0};
 	tx_lock_alloc(tx);
-	if (!tx_get8(tx, &sp->hdr->sph_prealloc_pages))
-		return 0;
-	/* every window the page table has, skipping absent 512 GiB and 1 GiB
-	 * ranges: a walk of the table, not of the partition space */
-	uint64_t n0 = (sp->vsize + (1ULL << 39) - 1) >> 39;
-	uint64_t *root = (uint64_t *)sp_ptr(sp, sp->hdr->sph_ppt_root);
-	for (uint64_t i = 0; i < n0 && i < 512 && got < want; i++) {
-		uint64_t e0 = tx_get8(tx, &root[i]);
-		if ((e0 & PPT_TYPE_MASK) != PPT_DIR ||
-		    !sp_data_range_ok(sp, e0 & ~PPT_TYPE_MASK, 4096))
-			continue;
-		uint64_t *pud = (uint64_t *)sp_ptr(sp, e0 & ~PPT_TYPE_MASK);
-		for (uint64_t j = 0; j < 512 && got < want; j++) {
-			uint64_t e1 = tx_get8(tx, &pud[j]);
-			if ((e1 & PPT_TYPE_MASK) != PPT_DIR ||
-			    !sp_data_range_ok(sp, e1 & ~PPT_TYPE_MASK, 4096))
-				continue;
-			uint64_t *pmd = (uint64_t *)sp_ptr(sp, e1 & ~PPT_TYPE_MASK);
-			for (uint64_t k = 0; k < 512 && got < want && !tx_status(tx); k++) {
-				uint64_t went = tx_get8(tx, &pmd[k]);
-				uint64_t vw = (i << 39) | (j << 30) | (k << 21);
-				if (!ppt_went_ok(sp, went))
-					continue;
-				struct sp_ptable *pt = large_table(tx, went, vw);
-				/* only unwritten pages change hands, and they are
-				 * mapped to the zero page in place (W2,
-				 * vs_reservation_dropped): the window's file needs
-				 * no lock */
-				if (pt && (tx_get4(tx, &pt->pt_flags) & PT_F_RESERVED))
-					got += drop_reservation(tx, pt);
-			}
-		}
-	}
-	return got;
+	if (tx_get8(tx, &tx->sp->hdr->sph_prealloc_pages))
+		ppt_each_table(tx, gc_window, &g);
+	return g.got;
 }
 
 /* A page table for a window of a large partition that is about to get its
@@ -203,7 +189,7 @@ int part_large_reserved(struct tx *tx, uint64_t vw)
 	if (!ppt_went_ok(tx->sp, went))
 		return 0;
 	struct sp_ptable *pt = large_table(tx, went, vw);
-	return pt && reserved_home(tx, pt, &home_pg);
+	return pt && part_reserved_home(tx, pt, &home_pg);
 }
 
 int part_large_back_pages(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1, uint64_t *fresh)
@@ -241,7 +227,7 @@ int part_large_back_pages(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1, 
 	if (!pt)
 		return tx_damaged(tx, "page table of window %#llx damaged", (unsigned long long)vw);
 	uint64_t home_pg = 0;
-	int reserved = reserved_home(tx, pt, &home_pg);
+	int reserved = part_reserved_home(tx, pt, &home_pg);
 	if (!reserved && (tx_get4(tx, &pt->pt_flags) & PT_F_RESERVED))
 		return tx_damaged(tx, "reserved window %#llx without a home unit",
 				  (unsigned long long)vw);
@@ -488,7 +474,7 @@ static void release_window(struct tx *tx, uint64_t went)
 	}
 	struct sp_ptable *pt = ppt_table(tx->sp, went);
 	uint64_t home_pg;
-	if (reserved_home(tx, pt, &home_pg)) {
+	if (part_reserved_home(tx, pt, &home_pg)) {
 		/* W1: the home unit is the window's, written or not */
 		add_prealloc(tx, -(int64_t)(512 - tx_get4(tx, &pt->pt_npages)));
 		bud_free(tx, home_pg, BUD_TOP_ORDER);

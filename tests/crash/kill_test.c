@@ -158,12 +158,6 @@ static void gen_init(struct fm_gen *g, long trial, int t)
 	g->max_write = O.max_write;
 }
 
-static int is_write(const struct fm_op *op)
-{
-	return op->kind == FM_WRITE || op->kind == FM_PWRITE || op->kind == FM_WRITEV ||
-	       op->kind == FM_PWRITEV;
-}
-
 /* ---- child ------------------------------------------------------------------ */
 
 struct worker {
@@ -189,7 +183,7 @@ static void *worker_main(void *arg)
 		fm_gen_next(&g, &r->op);
 		__atomic_store_n(&L->begun, i + 1, __ATOMIC_RELEASE);
 		fm_exec(&s, &r->op, &res);
-		r->cut = res.ret >= 0 && res.ret < r->op.len && is_write(&r->op);
+		r->cut = res.ret >= 0 && res.ret < r->op.len && fm_is_write(&r->op);
 		fm_shrink_short_write(&r->op, &res);
 		r->ret = res.ret;
 		r->slot = res.slot;

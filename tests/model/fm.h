@@ -284,6 +284,8 @@ void fm_exec(struct fm_side *s, const struct fm_op *op, struct fm_res *res);
  * past the size it writes atomically) becomes the write of what it wrote, so
  * the other side writes the same prefix. */
 void fm_shrink_short_write(struct fm_op *op, const struct fm_res *res);
+/* write, writev, pwrite or pwritev. */
+int fm_is_write(const struct fm_op *op);
 /* Applies to s what op does when it fails with err and nothing else: an open
  * or dup still closes the descriptor its slot held. The kill test replays a
  * call the pool refused (ENOSPC) this way, since the mirror has room for it:

@@ -279,9 +279,7 @@ static int64_t gen_len(struct fm_gen *g, int big)
 
 static void clamp_range(struct fm_gen *g, struct fm_op *op)
 {
-	if (g->max_write && op->len > g->max_write &&
-	    (op->kind == FM_WRITE || op->kind == FM_WRITEV || op->kind == FM_PWRITE ||
-	     op->kind == FM_PWRITEV))
+	if (g->max_write && op->len > g->max_write && fm_is_write(op))
 		op->len = g->max_write;
 	if (op->off > g->max_off)
 		op->off = g->max_off;
@@ -1273,11 +1271,15 @@ static void exec_ds(struct fm_side *s, const struct fm_op *op, struct fm_res *re
 	res->ret = got;
 }
 
+int fm_is_write(const struct fm_op *op)
+{
+	return op->kind == FM_WRITE || op->kind == FM_WRITEV || op->kind == FM_PWRITE ||
+	       op->kind == FM_PWRITEV;
+}
+
 void fm_shrink_short_write(struct fm_op *op, const struct fm_res *res)
 {
-	int write = op->kind == FM_WRITE || op->kind == FM_WRITEV || op->kind == FM_PWRITE ||
-		    op->kind == FM_PWRITEV;
-	if (write && res->ret > 0 && res->ret < op->len)
+	if (fm_is_write(op) && res->ret > 0 && res->ret < op->len)
 		op->len = res->ret;
 }
 
