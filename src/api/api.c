@@ -13,11 +13,16 @@
 #include "tier/tier_api.h"
 #include "util/util.h"
 
-/* A call into the pm engine, bracketed (fs/pmfs.h: pmfs_call_enter). */
+/* A call into the pm engine, bracketed (fs/pmfs.h: pmfs_call_enter). One
+ * refused for want of space is tried again once pre-allocated pages came
+ * back (pmfs_reclaim): a pool is full only when it is. A call that fails
+ * with -ENOSPC has changed nothing the caller could see twice. */
 #define PM_CALL(fs, call)                                                                          \
 	({                                                                                         \
 		pmfs_call_enter(fs);                                                               \
 		__typeof__(call) pm_call_rc_ = (call);                                             \
+		while ((long long)pm_call_rc_ == -ENOSPC && pmfs_reclaim(fs))                      \
+			pm_call_rc_ = (call);                                                      \
 		pmfs_call_leave();                                                                 \
 		pm_call_rc_;                                                                       \
 	})

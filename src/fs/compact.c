@@ -9,7 +9,12 @@
  * shim's mmap maps pool pages themselves, which must not move), checked and
  * kept so under mm_lock. One unit is emptied per request, in batches of one
  * transaction each; a pass that finds no unit backs off exponentially.
- * Crash argument: each batch is one logged transaction (space/compact.c).
+ * The collector of pre-allocated pages lives here too (pmfs_reclaim): a call
+ * refused for want of space while windows hold reserved, unwritten pages
+ * gets them back in transactions of their own and is tried again.
+ * Crash argument: each batch is one logged transaction (space/compact.c);
+ * so is each round of the collector, whose pages are released at its commit
+ * (window.c W2), before any call can write them.
  */
 #include <errno.h>
 
@@ -63,4 +68,34 @@ void fs_compact_quiet(void *arg)
 	}
 	mm_unlock(fs);
 	fr_err_clear(); /* a refused batch is not the caller's error */
+}
+
+/* Pages one round of the collector gives back at most: a round is one
+ * transaction and walks every table. */
+#define RECLAIM_ROUND_PAGES 16384
+
+int pmfs_reclaim(ferrite_fs *fs)
+{
+	if (!fs || !fs->m.sp.reserve_windows)
+		return 0;
+	uint64_t got = 0;
+	for (;;) {
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc)
+			break;
+		uint64_t n = part_gc_reservations(lc->tx, RECLAIM_ROUND_PAGES);
+		if (!n) {
+			tx_abort(lc->tx);
+			op_end(fs, lc);
+			break;
+		}
+		int rc = op_commit(fs, lc);
+		op_end(fs, lc);
+		if (rc)
+			break;
+		got += n;
+	}
+	if (got)
+		fr_err_clear(); /* the call is tried again: its message is stale */
+	return got != 0;
 }

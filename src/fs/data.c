@@ -375,6 +375,42 @@ static int needs_backing(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint
 	return 0;
 }
 
+/* Pages past the size that a write names from its window's reservation are
+ * zeros the committed state shows through that window's holes (W2); strict.c
+ * stores into pages past the size before its entry commits, which would
+ * leave them dirty in the reservation should the process die first. So it
+ * names them here, in their own transaction: past the size, so the file's
+ * contents do not change (D3). Other pages past the size are free in the
+ * committed state and need nothing. */
+int dp_name_reserved_past_size(ferrite_fs *fs, struct fr_inode *ip, uint64_t end)
+{
+	struct space *sp = &fs->m.sp;
+	uint64_t size = ip->i_size;
+	int level = ip->i_level;
+	if (end <= size || !sp->reserve_windows || level == I_NO_PART || is_small(level))
+		return 0;
+	end = FR_MIN(end, part_bytes(level));
+	for (uint64_t w = FR_ALIGN_DOWN(size, FR_UNIT_SIZE); w < end; w += FR_UNIT_SIZE) {
+		uint64_t a = FR_MAX(w, size), b = FR_MIN(end, w + FR_UNIT_SIZE);
+		if ((ppt_window(sp, ip->i_part + w) & PPT_TYPE_MASK) != PPT_TABLE ||
+		    !needs_backing(fs, ip, a, b - a))
+			continue;
+		struct log_ctx *lc = op_begin(fs);
+		if (!lc)
+			return -ENOMEM;
+		int reserved = part_large_reserved(lc->tx, ip->i_part + w);
+		int rc = reserved ? back_range(fs, lc->tx, ip, a, b - a, 0, 0, 0) : 0;
+		if (rc || !reserved)
+			tx_abort(lc->tx);
+		else
+			rc = op_commit(fs, lc);
+		op_end(fs, lc);
+		if (rc)
+			return rc == -EUCLEAN ? rc : fr_err(-ENOSPC, "no space left in the pool");
+	}
+	return 0;
+}
+
 /* Zeroes [from, to) wherever it is backed (D3), through the partition space. */
 static int zero_backed(ferrite_fs *fs, struct fr_inode *ip, uint64_t from, uint64_t to)
 {

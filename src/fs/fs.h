@@ -279,6 +279,9 @@ extern void (*dp_strict_hook)(int step);
 int dp_grow_partition(ferrite_fs *fs, struct fr_inode *ip, uint64_t end);
 int dp_back_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t off, uint64_t len,
 		  uint64_t zero_below, uint64_t w0, uint64_t w1);
+/* For strict.c: names, in their own transactions, the pages of [size, end)
+ * that windows' reservations would give the write (see data.c). */
+int dp_name_reserved_past_size(ferrite_fs *fs, struct fr_inode *ip, uint64_t end);
 /* Releases the backing of whole pages/windows in [from, to) in tx; returns
  * the offset it reached (to, unless the transaction filled up). */
 uint64_t dp_unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t from,

@@ -13,6 +13,10 @@
  * (space/vspace.c V3). Calls may nest. */
 void pmfs_call_enter(ferrite_fs *fs);
 void pmfs_call_leave(void);
+/* After a call failed with -ENOSPC: gives back every window's reserved,
+ * unwritten pages (SCMFS garbage collection), each round in a transaction of
+ * its own; 1 if it gave any back (the call is worth trying again). */
+int pmfs_reclaim(ferrite_fs *fs);
 
 int pmfs_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts);
 int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out);

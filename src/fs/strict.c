@@ -19,7 +19,10 @@
  * Invariants: S1 until the entry commits, nothing the committed state can
  *               reach has changed: fresh pages are free in the committed
  *               allocator and referenced by nothing, bytes beyond S are not
- *               file data (D3), old pages are only read;
+ *               file data (D3) and lie on pages named before the write (a
+ *               reservation's unnamed pages are holes reading zeros, W2:
+ *               dp_name_reserved_past_size names those first), old pages are
+ *               only read;
  *             S2 the pages a swap replaces are released by the same entry
  *               (queued until finalisation, so the entry cannot reuse them);
  *             S3 a large window needs at most STRICT_MAX_RUNS mappings besides
@@ -189,7 +192,8 @@ static int swap_window(struct sw *w, uint64_t ws)
 	if (rc)
 		return rc;
 	if (added) /* the window's holes got pages too */
-		tx_set8(w->tx, &w->ip->i_blocks, tx_get8(w->tx, &w->ip->i_blocks) + (uint64_t)added);
+		tx_set8(w->tx, &w->ip->i_blocks,
+			tx_get8(w->tx, &w->ip->i_blocks) + (uint64_t)added);
 	for (unsigned o = 0; o < 512; o++)
 		fill_fresh(w, ws + ((uint64_t)o << FR_PAGE_SHIFT), w->page_of[o], w->old_of[o]);
 	tx_mark_fresh(w->tx);
@@ -368,6 +372,8 @@ ssize_t dp_strict_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, i
 	if (off + len > wmax)
 		len = (size_t)(wmax - off); /* a short write: each call is atomic */
 	int rc = dp_grow_partition(fs, ip, off + len);
+	if (!rc)
+		rc = dp_name_reserved_past_size(fs, ip, off + len); /* S1 */
 	if (rc)
 		return rc;
 	struct wsrc src = {iov, iovcnt, off};

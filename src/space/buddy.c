@@ -90,13 +90,12 @@ int64_t bud_alloc(struct tx *tx, int order)
 	tx_lock_alloc(tx);
 	struct space *sp = tx->sp;
 	int64_t b = bud_alloc_free(tx, order);
-	/* Pre-allocation never makes a pool full (SCMFS): what windows reserved
-	 * and did not write comes back first, then the allocation is tried again.
-	 * Not for a whole unit: pages given back by windows that wrote some of
-	 * theirs never form one, and the caller can do without (page by page). */
-	if (b == -ENOSPC && order < BUD_TOP_ORDER && sp->reserve_windows &&
-	    tx_get8(tx, &sp->hdr->sph_prealloc_pages) && part_gc_reservations(tx, 1ULL << order))
-		b = bud_alloc_free(tx, order);
+	/* Pre-allocation never makes a pool full (SCMFS): a call refused here
+	 * while windows hold reserved pages gets them back in a transaction of
+	 * its own and is tried again (pmfs_reclaim, as ext4 retries after a
+	 * journal commit). Not here: this transaction may have stored into
+	 * pages it allocated, and a reserved page must not be written before
+	 * the commit that releases it (window.c W2). */
 	/* No whole unit although the pool has room: compaction can make one
 	 * (compact.c), at the next quiet moment; this caller backs its window
 	 * page by page meanwhile. */

@@ -15,8 +15,11 @@
  *               part_gc_reservations, or become the window's unit when all
  *               512 are written (promotion, no copy);
  *             W2 those unnamed home pages hold zeros: they are zeroed when
- *               the unit is reserved, and a page leaves the reservation only
- *               by being written (named) or by the reservation's end. So the
+ *               the unit is reserved, a page leaves the reservation only by
+ *               being named or by the reservation's end, and nothing stores
+ *               into it before the transaction that does either commits
+ *               (drop_reservation releases at finalisation; strict.c names
+ *               pages past the size first). So the
  *               process maps the home unit whole under a reserved window
  *               (vspace.c), its holes read zeros, and an append needs no
  *               new mapping; when the reservation ends, the unnamed pages
@@ -65,8 +68,14 @@ int part_reserved_home(struct tx *tx, const struct sp_ptable *pt, uint64_t *home
 	return !(home & (FR_UNIT_SIZE - 1)) && sp_data_range_ok(tx->sp, home, FR_UNIT_SIZE);
 }
 
-/* Gives back, at once, the home pages of a reserved table that no pte names
- * (unreachable: W1), and drops the reservation. Returns the pages released. */
+/* Releases the home pages of a reserved table that no pte names
+ * (unreachable: W1), and drops the reservation. Returns the pages released.
+ * They stay allocated in the committed state until this transaction commits,
+ * and W2 has them read as zeros through the window's holes until then; a
+ * store into one before the commit would show through a hole should the
+ * process die first. So they are released at finalisation (bud_free), as
+ * swapped pages are (S2): the transaction that drops a reservation never
+ * hands its pages out. */
 static uint64_t drop_reservation(struct tx *tx, struct sp_ptable *pt)
 {
 	uint64_t home_pg;
@@ -97,7 +106,7 @@ static uint64_t drop_reservation(struct tx *tx, struct sp_ptable *pt)
 				break;
 			k++;
 		}
-		bud_release_unused(tx, home_pg + o, k);
+		bud_free(tx, home_pg + o, k);
 		released += 1u << k;
 		o += 1u << k;
 	}
@@ -131,7 +140,8 @@ static int gc_window(void *arg, uint64_t vw, struct sp_ptable *pt)
 	uint32_t flags = tx_get4(g->tx, &pt->pt_flags);
 	if ((flags & PT_F_RESERVED) && !(flags & PT_F_HEADER))
 		g->got += drop_reservation(g->tx, pt);
-	return g->got >= g->want;
+	/* a window of scattered pages costs up to 256 releases */
+	return g->got >= g->want || g->tx->nfrees >= TX_MAX_FREES / 2;
 }
 
 uint64_t part_gc_reservations(struct tx *tx, uint64_t want)
