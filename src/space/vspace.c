@@ -674,9 +674,9 @@ out:
 }
 
 /* A reserved window gave its unnamed home pages back (window.c W2): they
- * may be handed out at once, to another file, by the transaction that
- * dropped the reservation, so they are mapped to the zero page now, not
- * after the commit. Holes read zeros before and after, and no page of the
+ * are free from the commit of the transaction that dropped the reservation
+ * on, and another file's transaction may take them before this one's
+ * follow-ups run, so they are mapped to the zero page now, not after it. Holes read zeros before and after, and no page of the
  * range is written meanwhile (backing one takes the allocator lock this
  * transaction holds), so the window's file needs no lock. Should the
  * transaction be abandoned, the window is reserved again with those pages
