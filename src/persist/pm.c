@@ -216,11 +216,16 @@ const char *pm_describe(void)
 	}
 	const char *no_clwb = getenv("PMEM_NO_CLWB");
 	const char *no_opt = getenv("PMEM_NO_CLFLUSHOPT");
+	const char *no_movnt = getenv("PMEM_NO_MOVNT"); /* libpmem2 reads these too */
+	int nt = !(no_movnt && *no_movnt == '1');
 	if (clwb && !(no_clwb && *no_clwb == '1'))
-		return "clwb + sfence; non-temporal stores for bulk data";
+		return nt ? "clwb + sfence; non-temporal stores for bulk data"
+			  : "clwb + sfence; cached stores for bulk data";
 	if (clflushopt && !(no_opt && *no_opt == '1'))
-		return "clflushopt + sfence; non-temporal stores for bulk data";
-	return "clflush; non-temporal stores for bulk data";
+		return nt ? "clflushopt + sfence; non-temporal stores for bulk data"
+			  : "clflushopt + sfence; cached stores for bulk data";
+	return nt ? "clflush; non-temporal stores for bulk data"
+		  : "clflush; cached stores for bulk data";
 }
 
 void pm_copy_nt(void *dst, const void *src, size_t len)

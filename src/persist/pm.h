@@ -44,8 +44,10 @@ extern struct pm_funcs pm_funcs;
 
 /* Chooses the persist functions for a mapping of fd at [addr, addr+len).
  * gran < 0 lets libpmem2 detect it (DAX media); otherwise it is forced.
- * $FERRITE_PM_GRANULARITY=byte|cacheline|page overrides both (tests use it to
- * exercise every flush variant). Returns 0 or -errno. */
+ * $FERRITE_PM_GRANULARITY=byte|cacheline|page overrides both; libpmem2's
+ * $PMEM_NO_CLWB, $PMEM_NO_CLFLUSHOPT and $PMEM_NO_MOVNT pick among the
+ * cache-line flavours (tests/flush runs the suites under each). Returns 0 or
+ * -errno. */
 int pm_setup(int fd, void *addr, size_t len, int gran, void **handle);
 void pm_teardown(void *handle);
 /* Human-readable name of the flush instruction in use. */
