@@ -370,7 +370,8 @@ struct ferrite_tier_info {
 	uint64_t flush_rounds, epochs, recovered, flush_errors;
 	int live;	   /* the counters come from a mount in progress ... */
 	int64_t pid;	   /* ... in this process */
-	int backing_errno; /* last error writing to the backing directory (0: none) */
+	int backing_errno; /* last error writing to the backing directory (0: none, or
+			    * everything written back since) */
 };
 /* -EINVAL if fs is not a tiered pool. */
 FERRITE_API int ferrite_get_tier_info(ferrite_fs *fs, struct ferrite_tier_info *info);

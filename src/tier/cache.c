@@ -43,6 +43,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include "tier/sys.h"
 #include "tier/tier.h"
 
 #define SMALL_WRITE 16 /* chunks handled with arrays on the stack */
@@ -139,19 +140,16 @@ static int write_back(struct tier *t, struct tier_file *tf, uint64_t c, int sync
 		memcpy(bounce, src, TIER_CHUNK_SIZE);
 		src = bounce;
 	}
-	ssize_t w = pwrite(fd, src, n, (off_t)at);
-	if (w != (ssize_t)n) {
-		int e = w < 0 ? errno : ENOSPC;
-		if (t->live)
-			t->live->backing_errno = (uint64_t)e;
-		tier_count(t, TS_FLUSH_ERRORS, 1);
-		return fr_err(-e, "writing back to %s: %s", t->backing, strerror(e));
+	uint64_t done = 0;
+	ssize_t w = 1;
+	while (done < n && w > 0) { /* a short write goes on where it stopped */
+		w = tsys_pwrite(fd, src + done, n - done, (off_t)(at + done));
+		done += w > 0 ? (uint64_t)w : 0;
 	}
-	if (sync && fdatasync(fd) != 0) {
-		int e = errno;
-		tier_count(t, TS_FLUSH_ERRORS, 1);
-		return fr_err(-e, "syncing %s: %s", t->backing, strerror(e));
-	}
+	if (done < n)
+		return tier_backing_failed(t, w < 0 ? errno : ENOSPC, "writing back to");
+	if (sync && tsys_fdatasync(fd) != 0)
+		return tier_backing_failed(t, errno, "syncing");
 	return 0;
 }
 
@@ -277,7 +275,7 @@ static int backing_read(struct tier *t, struct tier_file *tf, int kfd, char *buf
 		return fd;
 	uint64_t got = 0;
 	while (got < n) {
-		ssize_t r = pread(fd, buf + got, n - got, (off_t)(at + got));
+		ssize_t r = tsys_pread(fd, buf + got, n - got, (off_t)(at + got));
 		if (r < 0) {
 			if (errno == EINTR)
 				continue;
@@ -786,7 +784,7 @@ int tier_cache_truncate(struct tier *t, struct tier_file *tf, int kfd, uint64_t 
 		drop_chunks(t, tf, (size + TIER_CHUNK_SIZE - 1) >> TIER_CHUNK_SHIFT,
 			    (old + TIER_CHUNK_SIZE - 1) >> TIER_CHUNK_SHIFT);
 		int fd = tf_wfd(t, tf, 0);
-		int rc = fd < 0 ? fd : ftruncate(fd, (off_t)size) ? -errno : 0;
+		int rc = fd < 0 ? fd : tsys_ftruncate(fd, (off_t)size) ? -errno : 0;
 		pthread_mutex_unlock(&tf->flush_lock);
 		tf_size_changed(t, tf, size);
 		if (rc)
@@ -817,7 +815,7 @@ int tier_cache_truncate(struct tier *t, struct tier_file *tf, int kfd, uint64_t 
 		if (fd < 0)
 			rc = fd;
 		else if (fstat(fd, &st) == 0 && (uint64_t)st.st_size < size &&
-			 ftruncate(fd, (off_t)size) != 0)
+			 tsys_ftruncate(fd, (off_t)size) != 0)
 			rc = -errno;
 		pthread_mutex_unlock(&tf->flush_lock);
 		tf_size_changed(t, tf, size);
@@ -850,20 +848,20 @@ int tier_cache_punch(struct tier *t, struct tier_file *tf, int kfd, uint64_t off
 		sweep_chunks(t, tf, a >> TIER_CHUNK_SHIFT, b >> TIER_CHUNK_SHIFT, SWEEP_DROP_CLEAN);
 		int fd = tf_wfd(t, tf, 0);
 		int rc = fd < 0 ? fd : 0;
-		if (!rc && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a,
-				     (off_t)(b - a)) != 0) {
+		if (!rc && tsys_fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)a,
+					  (off_t)(b - a)) != 0) {
 			/* No punching there: write zeros instead. */
 			static const char zeros[65536];
 			for (uint64_t p = a; p < b && !rc;) {
 				size_t k = (size_t)FR_MIN((uint64_t)sizeof zeros, b - p);
-				ssize_t w = pwrite(fd, zeros, k, (off_t)p);
+				ssize_t w = tsys_pwrite(fd, zeros, k, (off_t)p);
 				if (w <= 0)
-					rc = -errno;
+					rc = w < 0 ? -errno : -ENOSPC;
 				else
 					p += (uint64_t)w;
 			}
 		}
-		if (!rc && fdatasync(fd) != 0)
+		if (!rc && tsys_fdatasync(fd) != 0)
 			rc = -errno;
 		if (!rc)
 			drop_chunks(t, tf, a >> TIER_CHUNK_SHIFT, b >> TIER_CHUNK_SHIFT);

@@ -36,6 +36,7 @@
 #include <unistd.h>
 #include <linux/openat2.h>
 
+#include "tier/sys.h"
 #include "tier/tier.h"
 
 #define MAX_PERIOD_MS 60000
@@ -375,9 +376,9 @@ int tier_open_beneath(int root_fd, const char *path, int flags, mode_t mode)
 	long fd;
 	int tries = 0;
 	do /* EAGAIN: a rename somewhere raced the lookup */
-		fd = syscall(SYS_openat2, root_fd, path, &how, sizeof how);
+		fd = tsys_openat2(root_fd, path, &how, sizeof how);
 	while (fd < 0 && errno == EAGAIN && ++tries < 64);
 	if (fd < 0 && errno == ENOSYS)
-		fd = openat(root_fd, path, flags | O_NOFOLLOW | O_CLOEXEC, mode);
+		fd = tsys_openat(root_fd, path, flags | O_NOFOLLOW | O_CLOEXEC, mode);
 	return fd < 0 ? -errno : (int)fd;
 }

@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "tier/sys.h"
 #include "tier/tier.h"
 
 #define DEFAULT_STRIDE_CHUNKS 16
@@ -273,7 +274,7 @@ int tier_relpath(struct tier *t, int kfd, const char *name, char *out, size_t le
 		abs[0] = 0;
 	} else {
 		snprintf(link, sizeof link, "/proc/self/fd/%d", kfd);
-		ssize_t n = readlink(link, abs, sizeof abs - 1);
+		ssize_t n = tsys_readlink(link, abs, sizeof abs - 1);
 		if (n < 0)
 			return -errno;
 		abs[n] = 0;
@@ -292,7 +293,7 @@ int tier_relpath(struct tier *t, int kfd, const char *name, char *out, size_t le
 int64_t tier_btime(int fd)
 {
 	struct statx sx;
-	if (statx(fd, "", AT_EMPTY_PATH, STATX_BTIME | STATX_INO, &sx) != 0 ||
+	if (tsys_statx(fd, "", AT_EMPTY_PATH, STATX_BTIME | STATX_INO, &sx) != 0 ||
 	    !(sx.stx_mask & STATX_BTIME))
 		return 0;
 	return (int64_t)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec;
@@ -669,11 +670,11 @@ static int open_readonly_file(struct tier *t, uint32_t fid, int flags)
 	char proc[64];
 	snprintf(proc, sizeof proc, "/proc/self/fd/%d", pfd);
 	int fd = -EACCES;
-	if (fstat(pfd, &st) == 0 && chmod(proc, st.st_mode | S_IWUSR) == 0) {
-		fd = open(proc, flags | O_CLOEXEC);
+	if (fstat(pfd, &st) == 0 && tsys_chmod(proc, st.st_mode | S_IWUSR) == 0) {
+		fd = tsys_openat(AT_FDCWD, proc, flags | O_CLOEXEC, 0);
 		if (fd < 0)
 			fd = -errno;
-		if (chmod(proc, st.st_mode & 07777) != 0 && fd >= 0) {
+		if (tsys_chmod(proc, st.st_mode & 07777) != 0 && fd >= 0) {
 			close(fd);
 			fd = -EPERM;
 		}
@@ -763,11 +764,11 @@ int tier_sync_meta(struct tier *t, struct tier_file *tf)
 	struct stat st;
 	if (fstat(fd, &st) != 0)
 		return -errno;
-	if ((uint64_t)st.st_size != r->r_size && ftruncate(fd, (off_t)r->r_size) != 0)
+	if ((uint64_t)st.st_size != r->r_size && tsys_ftruncate(fd, (off_t)r->r_size) != 0)
 		return fr_err(-errno, "setting the size of a backing file: %s", strerror(errno));
 	if (r->r_mtime) {
 		struct timespec ts[2] = {{0, UTIME_OMIT}, ns_to_ts(r->r_mtime)};
-		if (futimens(fd, ts) != 0)
+		if (tsys_futimens(fd, ts) != 0)
 			return fr_err(-errno, "setting the mtime of a backing file: %s",
 				      strerror(errno));
 	}
@@ -780,9 +781,10 @@ int tier_sync_meta(struct tier *t, struct tier_file *tf)
 
 static int lost_found_fd(struct tier *t)
 {
-	if (mkdirat(t->root_fd, ".ferrite-lost+found", 0700) != 0 && errno != EEXIST)
+	if (tsys_mkdirat(t->root_fd, ".ferrite-lost+found", 0700) != 0 && errno != EEXIST)
 		return -errno;
-	int fd = openat(t->root_fd, ".ferrite-lost+found", O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int fd =
+	    tsys_openat(t->root_fd, ".ferrite-lost+found", O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
 	return fd < 0 ? -errno : fd;
 }
 
@@ -806,8 +808,8 @@ static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
 			return lf;
 		snprintf(path, sizeof path, ".ferrite-lost+found/file-%u-%llu", fid,
 			 (unsigned long long)r->r_ino);
-		fd = openat(t->root_fd, path, O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-			    0600);
+		fd = tsys_openat(t->root_fd, path,
+				 O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
 		close(lf);
 		if (fd < 0)
 			return -errno;
@@ -879,27 +881,28 @@ static void walk_for(int dirfd, char *rel, size_t rlen, dev_t dev, struct want *
 	if (!*left || depth > 512)
 		return;
 	int fd = dup(dirfd);
-	DIR *d = fd >= 0 ? fdopendir(fd) : NULL;
+	DIR *d = fd >= 0 ? tsys_fdopendir(fd) : NULL;
 	if (!d) {
 		if (fd >= 0)
 			close(fd);
 		return;
 	}
 	struct dirent *e;
-	while (*left && (e = readdir(d))) {
+	while (*left && (e = tsys_readdir(d))) {
 		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
 			continue;
 		size_t nl = strlen(e->d_name);
 		if (rlen + nl + 2 >= 4096)
 			continue;
 		struct stat st;
-		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || st.st_dev != dev)
+		if (tsys_fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+		    st.st_dev != dev)
 			continue;
 		char *end = rel + rlen;
 		snprintf(end, 4096 - rlen, "%s%s", rlen ? "/" : "", e->d_name);
 		if (S_ISDIR(st.st_mode)) {
-			int sub = openat(dirfd, e->d_name,
-					 O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+			int sub = tsys_openat(dirfd, e->d_name,
+					      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
 			if (sub >= 0) {
 				walk_for(sub, rel, strlen(rel), dev, w, nw, left, depth + 1);
 				close(sub);
@@ -908,7 +911,8 @@ static void walk_for(int dirfd, char *rel, size_t rlen, dev_t dev, struct want *
 			struct want key = {.ino = (uint64_t)st.st_ino};
 			struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
 			if (hit && !hit->found) {
-				int f = openat(dirfd, e->d_name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+				int f = tsys_openat(dirfd, e->d_name,
+						    O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 				int64_t bt = f >= 0 ? tier_btime(f) : 0;
 				if (f >= 0)
 					close(f);
@@ -920,7 +924,7 @@ static void walk_for(int dirfd, char *rel, size_t rlen, dev_t dev, struct want *
 		}
 		*end = 0;
 	}
-	closedir(d);
+	tsys_closedir(d);
 }
 
 /* Records that are LIVE but whose file neither handle nor path finds (a crash
@@ -976,8 +980,8 @@ int tier_files_recover(struct tier *t)
 				if (!hit)
 					continue; /* settled in the first pass */
 				if (hit->found)
-					fd = openat(t->root_fd, hit->found,
-						    O_PATH | O_NOFOLLOW | O_CLOEXEC);
+					fd = tsys_openat(t->root_fd, hit->found,
+							 O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 				if (fd < 0)
 					fd = -ENOENT;
 			}

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "tier/sys.h"
 #include "tier/tier.h"
 
 /* A throttled writer stops waiting after this long without the flusher
@@ -71,7 +72,7 @@ static int put_run(struct tier *t, struct tier_file *tf, const char *buf, uint64
 		if (dfd >= 0) {
 			while (done < full) {
 				ssize_t w =
-				    pwrite(dfd, buf + done, full - done, (off_t)(off + done));
+				    tsys_pwrite(dfd, buf + done, full - done, (off_t)(off + done));
 				if (w <= 0) {
 					if (w < 0 && errno == EINTR)
 						continue;
@@ -85,16 +86,11 @@ static int put_run(struct tier *t, struct tier_file *tf, const char *buf, uint64
 	if (fd < 0)
 		return fd;
 	while (done < n) {
-		ssize_t w = pwrite(fd, buf + done, n - done, (off_t)(off + done));
+		ssize_t w = tsys_pwrite(fd, buf + done, n - done, (off_t)(off + done));
 		if (w < 0 && errno == EINTR)
 			continue;
-		if (w <= 0) {
-			int e = w < 0 ? errno : ENOSPC;
-			if (t->live)
-				t->live->backing_errno = (uint64_t)e;
-			tier_count(t, TS_FLUSH_ERRORS, 1);
-			return fr_err(-e, "writing back to %s: %s", t->backing, strerror(e));
-		}
+		if (w <= 0)
+			return tier_backing_failed(t, w < 0 ? errno : ENOSPC, "writing back to");
 		done += (uint64_t)w;
 	}
 	return 0;
@@ -208,11 +204,10 @@ collected:
 		i = j;
 	}
 	/* Make everything written durable: data and the namespace around it. */
-	if (syncfs(t->root_fd) != 0) {
+	if (tsys_syncfs(t->root_fd) != 0) {
 		int e = errno;
 		free(fc);
-		tier_count(t, TS_FLUSH_ERRORS, 1);
-		return fr_err(-e, "syncing %s: %s", t->backing, strerror(e));
+		return tier_backing_failed(t, e, "syncing");
 	}
 	int64_t cleaned = 0;
 	for (size_t i = 0; i < n;) {
@@ -275,6 +270,14 @@ collected:
 
 static int drain_with(struct tier *t, struct tier_file *only, char *bounce);
 
+/* Everything dirty reached the backing directory: no error stands. */
+static void backing_recovered(struct tier *t)
+{
+	__atomic_store_n(&t->backing_err, 0, __ATOMIC_RELAXED);
+	if (t->live)
+		__atomic_store_n(&t->live->backing_errno, 0, __ATOMIC_RELAXED);
+}
+
 int tier_drain(struct tier *t, struct tier_file *only)
 {
 	if (TIER_BACKING_HOLD() == TIER_BACKING_SKIP)
@@ -301,9 +304,12 @@ static int drain_with(struct tier *t, struct tier_file *only, char *bounce)
 				      : __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED);
 		if (!dirty)
 			break;
-		if (r == 0 && !left && tries > 3)
-			return fr_err(-EIO, "%llu dirty chunks could not be written back to %s",
-				      (unsigned long long)dirty, t->backing);
+		if (r == 0 && !left && tries > 3) {
+			int e = __atomic_load_n(&t->backing_err, __ATOMIC_RELAXED);
+			e = e ? e : EIO;
+			return fr_err(-e, "%llu dirty chunks could not be written back to %s: %s",
+				      (unsigned long long)dirty, t->backing, strerror(e));
+		}
 	}
 	/* Every record's backing file takes its size and time. */
 	for (uint32_t fid = 1; fid < t->nrecs; fid++) {
@@ -316,9 +322,20 @@ static int drain_with(struct tier *t, struct tier_file *only, char *bounce)
 		if (rc)
 			return rc;
 	}
-	if (syncfs(t->root_fd) != 0)
-		return fr_err(-errno, "syncing %s: %s", t->backing, strerror(errno));
+	if (tsys_syncfs(t->root_fd) != 0)
+		return tier_backing_failed(t, errno, "syncing");
+	if (!__atomic_load_n(&t->ndirty, __ATOMIC_RELAXED))
+		backing_recovered(t);
 	return 0;
+}
+
+int tier_backing_failed(struct tier *t, int e, const char *what)
+{
+	__atomic_store_n(&t->backing_err, e, __ATOMIC_RELAXED);
+	if (t->live)
+		__atomic_store_n(&t->live->backing_errno, (uint64_t)e, __ATOMIC_RELAXED);
+	tier_count(t, TS_FLUSH_ERRORS, 1);
+	return fr_err(-e, "%s %s: %s", what, t->backing, strerror(e));
 }
 
 static void *flusher_main(void *arg)
@@ -358,7 +375,8 @@ static void *flusher_main(void *arg)
 		}
 		/* N3 (ns.c): names changed since the last sync become durable. */
 		if (__atomic_exchange_n(&t->ns_dirty, 0, __ATOMIC_ACQ_REL) &&
-		    !__atomic_load_n(&t->ndirty, __ATOMIC_RELAXED) && syncfs(t->root_fd) != 0) {
+		    !__atomic_load_n(&t->ndirty, __ATOMIC_RELAXED) &&
+		    tsys_syncfs(t->root_fd) != 0) {
 			/* not durable yet: counted, and synced again next period */
 			tier_count(t, TS_FLUSH_ERRORS, 1);
 			__atomic_store_n(&t->ns_dirty, 1, __ATOMIC_RELEASE);
@@ -375,6 +393,8 @@ static void *flusher_main(void *arg)
 			if (r <= 0)
 				break;
 		}
+		if (!__atomic_load_n(&t->ndirty, __ATOMIC_RELAXED))
+			backing_recovered(t);
 		if (t->live) {
 			t->live->valid_chunks = __atomic_load_n(&t->nvalid, __ATOMIC_RELAXED);
 			t->live->dirty_chunks = __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED);

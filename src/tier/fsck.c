@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "meta/meta.h"
+#include "tier/sys.h"
 #include "tier/tier.h"
 #include "tier/tier_api.h"
 
@@ -142,7 +143,7 @@ static void check_clean_chunks(const char *img, const struct tier_header *th, in
 		uint64_t len = FR_MIN((uint64_t)TIER_CHUNK_SIZE, r->r_size - at), got = 0;
 		ssize_t m = 1;
 		while (got < len && m > 0) {
-			m = pread(fd, buf + got, len - got, (off_t)(at + got));
+			m = tsys_pread(fd, buf + got, len - got, (off_t)(at + got));
 			if (m < 0 && errno == EINTR)
 				m = 1;
 			else if (m > 0)
@@ -255,7 +256,7 @@ static void check_image(const char *img, uint64_t size, struct check *k, int set
 	}
 	struct tier_geom g;
 	tier_geom_init(&g, img, size);
-	int bfd = open(th->th_backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int bfd = tsys_openat(AT_FDCWD, th->th_backing, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
 	char uuid[37];
 	meta_uuid_str(((const struct fr_super *)img)->sb_uuid, uuid);
 	if (bfd < 0) {

@@ -11,7 +11,9 @@
  *             M3 mount completes or undoes what a crash interrupted before
  *               anything else runs, then drains every dirty chunk; unmount
  *               drains too, so a clean pool's backing directory holds
- *               everything;
+ *               everything. A backing directory that refuses the writes
+ *               fails neither: the chunks stay dirty in the pool (a message
+ *               says so) and the flusher or the next mount tries again;
  *             M4 before M3, every structure of the pool passes its check
  *               (check.c K1-K4), or the mount fails with -EUCLEAN having
  *               changed nothing: recovery and the runtime use the fields as
@@ -33,6 +35,7 @@
 #include <unistd.h>
 
 #include "meta/meta.h"
+#include "tier/sys.h"
 #include "tier/tier.h"
 #include "tier/tier_api.h"
 
@@ -97,12 +100,13 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 		return fr_err_finish(
 		    fr_err(-errno, "backing directory %s: %s", o->tier_backing, strerror(errno)));
 	struct stat bst;
-	if (stat(backing, &bst) != 0 || !S_ISDIR(bst.st_mode))
+	if (tsys_stat(backing, &bst) != 0 || !S_ISDIR(bst.st_mode))
 		return fr_err_finish(fr_err(-ENOTDIR, "%s is not a directory", backing));
 	if (strlen(backing) >= TIER_BACKING_MAX)
 		return fr_err_finish(fr_err(-ENAMETOOLONG, "backing directory path too long"));
 	struct statvfs sv;
-	if ((statvfs(backing, &sv) == 0 && (sv.f_flag & ST_RDONLY)) || access(backing, W_OK) != 0)
+	if ((tsys_statvfs(backing, &sv) == 0 && (sv.f_flag & ST_RDONLY)) ||
+	    tsys_access(backing, W_OK) != 0)
 		return fr_err_finish(
 		    fr_err(-EROFS, "backing directory %s is not writable", backing));
 	/* The pool must not be inside the tree it caches. */
@@ -120,7 +124,7 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 						    path, backing));
 	}
 	char owner[64] = "";
-	ssize_t on = getxattr(backing, POOL_XATTR, owner, sizeof owner - 1);
+	ssize_t on = tsys_getxattr(backing, POOL_XATTR, owner, sizeof owner - 1);
 	if (on > 0 && !o->force) {
 		owner[on] = 0;
 		return fr_err_finish(fr_err(-EEXIST,
@@ -181,7 +185,7 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 	th.th_epoch_ms = o->tier_epoch_ms ? o->tier_epoch_ms : 10;
 	th.th_writeback = (uint32_t)o->tier_writeback;
 	th.th_backing_ino = (uint64_t)bst.st_ino;
-	int bfd = open(backing, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	int bfd = tsys_openat(AT_FDCWD, backing, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
 	th.th_backing_btime = bfd >= 0 ? tier_btime(bfd) : 0;
 	if (bfd >= 0)
 		close(bfd);
@@ -204,7 +208,7 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 	char uuid[37];
 	meta_uuid_str(sb.sb_uuid, uuid);
 	/* M2: the directory names its pool (where attributes exist). */
-	setxattr(backing, POOL_XATTR, uuid, 36, 0);
+	tsys_setxattr(backing, POOL_XATTR, uuid, 36, 0);
 	return fr_err_finish(0);
 }
 
@@ -471,7 +475,7 @@ int tier_backing_identity(int fd, const char *path, const struct tier_header *th
 			  char *why, size_t n)
 {
 	char owner[64];
-	ssize_t on = getxattr(path, POOL_XATTR, owner, sizeof owner - 1);
+	ssize_t on = tsys_getxattr(path, POOL_XATTR, owner, sizeof owner - 1);
 	if (on > 0) {
 		owner[on] = 0;
 		if (strcmp(owner, uuid) != 0) {
@@ -504,8 +508,8 @@ static int attach_backing(struct tier *t, const char *pool)
 	if (!t->backing)
 		return -ENOMEM;
 	t->backing_len = strlen(t->backing);
-	t->root_fd =
-	    open(t->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC); /* syncfs wants a real one */
+	t->root_fd = tsys_openat(AT_FDCWD, t->backing, O_RDONLY | O_DIRECTORY | O_CLOEXEC,
+				 0); /* syncfs wants a real one */
 	if (t->root_fd < 0) {
 		int e = errno;
 		return fr_err(
@@ -517,8 +521,8 @@ static int attach_backing(struct tier *t, const char *pool)
 	if (tier_backing_identity(t->root_fd, t->backing, th, t->uuid, why, sizeof why) != 0)
 		return fr_err(-EUCLEAN, "%s: %s", pool, why);
 	struct statvfs sv;
-	if ((fstatvfs(t->root_fd, &sv) == 0 && (sv.f_flag & ST_RDONLY)) ||
-	    faccessat(t->root_fd, ".", W_OK, AT_EACCESS) != 0)
+	if ((tsys_fstatvfs(t->root_fd, &sv) == 0 && (sv.f_flag & ST_RDONLY)) ||
+	    tsys_faccessat(t->root_fd, ".", W_OK, AT_EACCESS) != 0)
 		return fr_err(-EROFS,
 			      "%s: the backing directory %s is read-only; the cache drains "
 			      "there, so the pool cannot be used until it is writable",
@@ -527,7 +531,7 @@ static int attach_backing(struct tier *t, const char *pool)
 	 * takes O_DIRECT (tmpfs does not). */
 	if (t->th->th_writeback == TIER_WB_DIRECT) {
 		int probe =
-		    openat(t->root_fd, ".", O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
+		    tsys_openat(t->root_fd, ".", O_TMPFILE | O_RDWR | O_DIRECT | O_CLOEXEC, 0600);
 		t->backing_has_direct = probe >= 0;
 		if (probe >= 0)
 			close(probe);
@@ -655,8 +659,15 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 		rc = tier_files_recover(t);
 	if (!rc)
 		rc = tier_epoch_init(t);
-	if (!rc)
-		rc = tier_drain(t, NULL);
+	if (!rc && tier_drain(t, NULL) != 0) {
+		/* The backing directory refuses what recovery left dirty: the
+		 * data stays in the pool, served from there, and the flusher
+		 * tries again (as after a failed unmount). */
+		fprintf(stderr,
+			"ferrite: %s: %s (the data stays in the pool; the flusher tries again)\n",
+			path, fr_err_get());
+		fr_err_clear();
+	}
 	if (!rc)
 		rc = tier_flusher_start(t);
 	if (rc) {
@@ -766,7 +777,7 @@ int tier_get_tier_info(ferrite_fs *fs, struct ferrite_tier_info *ti)
 		ti->records_used += t->recs[fid].r_state != REC_FREE;
 	ti->live = 1;
 	ti->pid = getpid();
-	ti->backing_errno = t->live ? (int)t->live->backing_errno : 0;
+	ti->backing_errno = __atomic_load_n(&t->backing_err, __ATOMIC_RELAXED);
 	return fr_err_finish(0);
 }
 

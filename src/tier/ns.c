@@ -41,6 +41,7 @@
 #include <unistd.h>
 
 #include "fs/fs.h"
+#include "tier/sys.h"
 #include "tier/tier.h"
 #include "tier/tier_api.h"
 
@@ -223,7 +224,7 @@ static long sys_openat2(int dirfd, const char *path, struct open_how *how)
 {
 	long fd;
 	do
-		fd = syscall(SYS_openat2, dirfd, path, how, sizeof(*how));
+		fd = tsys_openat2(dirfd, path, how, sizeof(*how));
 	while (fd < 0 && errno == EAGAIN && (how->resolve & (RESOLVE_IN_ROOT | RESOLVE_BENEATH)));
 	return fd;
 }
@@ -256,8 +257,8 @@ static int walk_prefixed(struct tier *t, int kdir, const char *path, int flags, 
 		int slash = last && rest != p;
 		*p = 0;
 		if (!*comp) { /* the path names cur itself */
-			rc = openat(cur, ".",
-				    (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC);
+			rc = tsys_openat(cur, ".",
+					 (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC, 0);
 			rc = rc < 0 ? -errno : rc;
 			break;
 		}
@@ -267,11 +268,11 @@ static int walk_prefixed(struct tier *t, int kdir, const char *path, int flags, 
 		    here.st_dev == root.st_dev)
 			comp[1] = 0; /* ".." of the root is the root */
 		int follow = !last || slash || !(flags & O_NOFOLLOW);
-		int fd = openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+		int fd = tsys_openat(cur, comp, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 		struct stat st = {0};
 		if (fd >= 0 && fstat(fd, &st) == 0 && S_ISLNK(st.st_mode) && follow &&
 		    !(last && (flags & O_PATH) && (flags & O_NOFOLLOW))) {
-			ssize_t n = readlinkat(fd, "", tgt, 4096);
+			ssize_t n = tsys_readlinkat(fd, "", tgt, 4096);
 			close(fd);
 			if (n < 0 || ++links > 40) {
 				rc = n < 0 ? -errno : -ELOOP;
@@ -308,9 +309,9 @@ static int walk_prefixed(struct tier *t, int kdir, const char *path, int flags, 
 			if (fd >= 0)
 				close(fd);
 			/* The last component, no link to follow: the kernel opens it. */
-			rc = openat(cur, comp,
-				    flags | (S_ISLNK(st.st_mode) ? O_NOFOLLOW : 0) | O_CLOEXEC,
-				    mode & 07777);
+			rc = tsys_openat(cur, comp,
+					 flags | (S_ISLNK(st.st_mode) ? O_NOFOLLOW : 0) | O_CLOEXEC,
+					 mode & 07777);
 			rc = rc < 0 ? -errno : rc;
 			break;
 		}
@@ -535,7 +536,7 @@ int tier_statvfs(ferrite_fs *fs, struct statvfs *sv)
 	BEGIN(fs);
 	if (!sv)
 		return TIER_END(-EFAULT);
-	if (fstatvfs(t->root_fd, sv) != 0)
+	if (tsys_fstatvfs(t->root_fd, sv) != 0)
 		return TIER_END(-errno);
 	/* Data still only in the cache will take room there. */
 	uint64_t pending = __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED) * TIER_CHUNK_SIZE /
@@ -555,7 +556,7 @@ int tier_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int fl
 	int own, fd = get_obj(t, dirfd, path, flags, &own);
 	if (fd < 0)
 		return TIER_END(fd);
-	int rc = faccessat(fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) ? -errno : 0;
+	int rc = tsys_faccessat(fd, "", mode, AT_EMPTY_PATH | AT_EACCESS) ? -errno : 0;
 	put_obj(fd, own);
 	return TIER_END(rc);
 }
@@ -576,7 +577,7 @@ int tier_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int 
 		rc = -EOPNOTSUPP;
 	char pp[64];
 	proc_path(pp, sizeof pp, fd);
-	if (!rc && chmod(pp, mode & 07777) != 0)
+	if (!rc && tsys_chmod(pp, mode & 07777) != 0)
 		rc = -errno;
 	if (!rc)
 		tier_note_ctime(t, fd);
@@ -598,7 +599,7 @@ int tier_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t 
 	int own, fd = get_obj(t, dirfd, path, flags, &own);
 	if (fd < 0)
 		return TIER_END(fd);
-	int rc = fchownat(fd, "", uid, gid, AT_EMPTY_PATH) ? -errno : 0;
+	int rc = tsys_fchownat(fd, "", uid, gid, AT_EMPTY_PATH) ? -errno : 0;
 	if (!rc)
 		tier_note_ctime(t, fd);
 	put_obj(fd, own);
@@ -661,9 +662,9 @@ int tier_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct tim
 		rc = get_parent(t, dirfd, path, &p);
 		if (rc)
 			return TIER_END(rc);
-		rc = utimensat(p.pfd, p.name, times, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
+		rc = tsys_utimensat(p.pfd, p.name, times, AT_SYMLINK_NOFOLLOW) ? -errno : 0;
 		if (!rc) {
-			int fd = openat(p.pfd, p.name, O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			int fd = tsys_openat(p.pfd, p.name, O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 			if (fd >= 0) {
 				note_utimes(t, fd, times);
 				close(fd);
@@ -677,7 +678,7 @@ int tier_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct tim
 			return TIER_END(fd);
 		char pp[64];
 		proc_path(pp, sizeof pp, fd);
-		rc = utimensat(AT_FDCWD, pp, times, 0) ? -errno : 0;
+		rc = tsys_utimensat(AT_FDCWD, pp, times, 0) ? -errno : 0;
 		if (!rc)
 			note_utimes(t, fd, times);
 		put_obj(fd, own);
@@ -698,11 +699,11 @@ int tier_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 static int exact_mode(int fd, const char *name, mode_t mode)
 {
 	struct stat st;
-	if (fstatat(fd, name ? name : "", &st, name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH))
+	if (tsys_fstatat(fd, name ? name : "", &st, name ? AT_SYMLINK_NOFOLLOW : AT_EMPTY_PATH))
 		return -errno;
 	if ((st.st_mode & 07777) == (mode & 07777))
 		return 0;
-	if (name ? fchmodat(fd, name, mode & 07777, 0) : fchmod(fd, mode & 07777))
+	if (name ? tsys_fchmodat(fd, name, mode & 07777, 0) : tsys_fchmod(fd, mode & 07777))
 		return -errno;
 	return 0;
 }
@@ -736,7 +737,7 @@ static int install(struct tier *t, int kfd, int flags, int trunc)
 			/* An inode number taken again by a new file (the old one went
 			 * outside the tier): the old record is stale. */
 			struct statx sx;
-			if (statx(kfd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) == 0 &&
+			if (tsys_statx(kfd, "", AT_EMPTY_PATH, STATX_BTIME, &sx) == 0 &&
 			    (sx.stx_mask & STATX_BTIME) &&
 			    (int64_t)sx.stx_btime.tv_sec * 1000000000LL + sx.stx_btime.tv_nsec !=
 				t->recs[of->tf->fid].r_btime) {
@@ -766,7 +767,7 @@ static int install(struct tier *t, int kfd, int flags, int trunc)
 				rc = tier_epoch_commit_locked(t);
 			pthread_rwlock_unlock(&t->epoch_lock);
 		}
-	} else if (!rc && trunc && ftruncate(kfd, 0) != 0) {
+	} else if (!rc && trunc && tsys_ftruncate(kfd, 0) != 0) {
 		rc = -errno;
 	}
 	if (rc) {
@@ -854,7 +855,7 @@ int tier_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t m
 		} else if (!S_ISREG(st.st_mode)) {
 			trunc = 0;
 		} else if ((flags & O_ACCMODE) == O_RDONLY &&
-			   faccessat(kfd, "", W_OK, AT_EMPTY_PATH | AT_EACCESS) != 0) {
+			   tsys_faccessat(kfd, "", W_OK, AT_EMPTY_PATH | AT_EACCESS) != 0) {
 			/* Linux truncates with O_RDONLY too, given write permission. */
 			int e = errno;
 			close(kfd);
@@ -874,7 +875,7 @@ int tier_reopen(ferrite_fs *fs, int fd, int flags)
 		return TIER_END(-EBADF);
 	char pp[64];
 	proc_path(pp, sizeof pp, of->kfd);
-	int kfd = open(pp, kernel_flags(flags) & ~O_NOFOLLOW);
+	int kfd = tsys_openat(AT_FDCWD, pp, kernel_flags(flags) & ~O_NOFOLLOW, 0);
 	tfd_put(t, of);
 	if (kfd < 0)
 		return TIER_END(-errno);
@@ -978,11 +979,11 @@ static ssize_t uncached_io(struct tier_ofile *of, const struct iovec *iov, int i
 				return -errno;
 			off = st.st_size;
 		}
-		r = pwritev(of->kfd, iov, iovcnt, off);
-		if (r > 0 && fdatasync(of->kfd) != 0)
+		r = tsys_pwritev(of->kfd, iov, iovcnt, off);
+		if (r > 0 && tsys_fdatasync(of->kfd) != 0)
 			return -errno;
 	} else {
-		r = preadv(of->kfd, iov, iovcnt, off);
+		r = tsys_preadv(of->kfd, iov, iovcnt, off);
 	}
 	return r < 0 ? -errno : r;
 }
@@ -1162,10 +1163,10 @@ static int truncate_of(struct tier *t, struct tier_ofile *of, uint64_t len, int 
 		/* Mapped: the backing file directly (tier_mmap). */
 		pthread_rwlock_wrlock(&tf->lock);
 		int rc = punch_off_len
-			     ? fallocate(of->kfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					 (off_t)poff, (off_t)plen)
-			     : ftruncate(of->kfd, (off_t)len);
-		rc = rc ? -errno : fdatasync(of->kfd) ? -errno : 0;
+			     ? tsys_fallocate(of->kfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					      (off_t)poff, (off_t)plen)
+			     : tsys_ftruncate(of->kfd, (off_t)len);
+		rc = rc ? -errno : tsys_fdatasync(of->kfd) ? -errno : 0;
 		struct stat st;
 		if (!rc && fstat(of->kfd, &st) == 0) {
 			tier_rec_publish(t, tf, (uint64_t)st.st_size, tier_now_ns());
@@ -1177,11 +1178,11 @@ static int truncate_of(struct tier *t, struct tier_ofile *of, uint64_t len, int 
 	}
 	if (!tf) {
 		if (punch_off_len)
-			return fallocate(of->kfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-					 (off_t)poff, (off_t)plen)
+			return tsys_fallocate(of->kfd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+					      (off_t)poff, (off_t)plen)
 				   ? -errno
 				   : 0;
-		return ftruncate(of->kfd, (off_t)len) ? -errno : 0;
+		return tsys_ftruncate(of->kfd, (off_t)len) ? -errno : 0;
 	}
 	int epoch = t->consistency == TIER_EPOCH, rc = 0;
 	if (epoch) {
@@ -1261,7 +1262,8 @@ int tier_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 	else {
 		/* Reserve the space in the backing file system (advisory: not
 		 * every file system can), then grow the file through the cache. */
-		if (fallocate(of->kfd, FALLOC_FL_KEEP_SIZE, offset, len) != 0 && errno == ENOSPC)
+		if (tsys_fallocate(of->kfd, FALLOC_FL_KEEP_SIZE, offset, len) != 0 &&
+		    errno == ENOSPC)
 			rc = fr_err(-ENOSPC, "no space left in %s", t->backing);
 		if (!rc && !(mode & FALLOC_FL_KEEP_SIZE)) {
 			struct stat st;
@@ -1286,7 +1288,7 @@ int tier_fsync(ferrite_fs *fs, int fd)
 	if (of->flags & O_PATH)
 		rc = -EBADF;
 	else if (S_ISDIR(of->type))
-		rc = fsync(of->kfd) ? -errno : 0; /* its names: the backing file system's */
+		rc = tsys_fsync(of->kfd) ? -errno : 0; /* its names: the backing file system's */
 	else if (t->consistency == TIER_EPOCH)
 		rc = tier_epoch_commit(t);
 	/* per-write mode: everything is durable already */
@@ -1303,9 +1305,9 @@ int tier_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
 	int rc = get_parent(t, dirfd, path, &p);
 	if (rc)
 		return TIER_END(rc);
-	rc = mkdirat(p.pfd, p.name, mode & 07777) ? -errno : 0;
+	rc = tsys_mkdirat(p.pfd, p.name, mode & 07777) ? -errno : 0;
 	if (!rc && (rc = exact_mode(p.pfd, p.name, mode)))
-		unlinkat(p.pfd, p.name, AT_REMOVEDIR); /* nothing made but as asked */
+		tsys_unlinkat(p.pfd, p.name, AT_REMOVEDIR); /* nothing made but as asked */
 	put_parent(t, &p);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
@@ -1326,9 +1328,9 @@ int tier_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t
 	int rc = get_parent(t, dirfd, path, &p);
 	if (rc)
 		return TIER_END(rc);
-	rc = mknodat(p.pfd, p.name, type | (mode & 07777), rdev) ? -errno : 0;
+	rc = tsys_mknodat(p.pfd, p.name, type | (mode & 07777), rdev) ? -errno : 0;
 	if (!rc && (rc = exact_mode(p.pfd, p.name, mode)))
-		unlinkat(p.pfd, p.name, 0); /* nothing made but as asked */
+		tsys_unlinkat(p.pfd, p.name, 0); /* nothing made but as asked */
 	put_parent(t, &p);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
@@ -1345,7 +1347,7 @@ int tier_symlinkat(ferrite_fs *fs, const char *target, int dirfd, const char *pa
 	int rc = get_parent(t, dirfd, path, &p);
 	if (rc)
 		return TIER_END(rc);
-	rc = symlinkat(target, p.pfd, p.name) ? -errno : 0;
+	rc = tsys_symlinkat(target, p.pfd, p.name) ? -errno : 0;
 	put_parent(t, &p);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
@@ -1363,7 +1365,7 @@ ssize_t tier_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, 
 		int own, fd = get_obj(t, dirfd, path, AT_EMPTY_PATH, &own);
 		if (fd < 0)
 			return TIER_END_SS(fd);
-		r = readlinkat(fd, "", buf, size);
+		r = tsys_readlinkat(fd, "", buf, size);
 		r = r < 0 ? -errno : r;
 		put_obj(fd, own);
 	} else {
@@ -1371,7 +1373,7 @@ ssize_t tier_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, 
 		int rc = get_parent(t, dirfd, path, &p);
 		if (rc)
 			return TIER_END_SS(rc);
-		r = readlinkat(p.pfd, p.name, buf, size);
+		r = tsys_readlinkat(p.pfd, p.name, buf, size);
 		r = r < 0 ? -errno : r;
 		put_parent(t, &p);
 	}
@@ -1385,7 +1387,7 @@ static struct tier_file *remove_begin(struct tier *t, int pfd, const char *name,
 {
 	struct stat st;
 	*keep = -1;
-	if (fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
+	if (tsys_fstatat(pfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode))
 		return NULL;
 	pthread_mutex_lock(&t->files_lock);
 	struct tier_file *tf = tf_lookup(t, (uint64_t)st.st_ino);
@@ -1456,7 +1458,7 @@ int tier_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
 	int keep = -1;
 	struct tier_file *tf =
 	    (flags & AT_REMOVEDIR) ? NULL : remove_begin(t, p.pfd, p.name, &keep);
-	rc = unlinkat(p.pfd, p.name, flags) ? -errno : 0;
+	rc = tsys_unlinkat(p.pfd, p.name, flags) ? -errno : 0;
 	remove_done(t, tf, rc == 0);
 	remove_keep(t, keep, rc == 0);
 	put_parent(t, &p);
@@ -1496,8 +1498,8 @@ int tier_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 		return TIER_END(rc);
 	}
 	struct stat ost, nst;
-	int have_old = fstatat(op.pfd, op.name, &ost, AT_SYMLINK_NOFOLLOW) == 0;
-	int have_new = fstatat(np.pfd, np.name, &nst, AT_SYMLINK_NOFOLLOW) == 0;
+	int have_old = tsys_fstatat(op.pfd, op.name, &ost, AT_SYMLINK_NOFOLLOW) == 0;
+	int have_new = tsys_fstatat(np.pfd, np.name, &nst, AT_SYMLINK_NOFOLLOW) == 0;
 	char oldrel[4096 + 256], newrel_before[4096 + 256];
 	if (tier_relpath(t, op.pfd, op.name, oldrel, sizeof oldrel) != 0)
 		oldrel[0] = 0;
@@ -1507,7 +1509,7 @@ int tier_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 	int keep = -1;
 	if (have_old && have_new && !(flags & RENAME_EXCHANGE) && ost.st_ino != nst.st_ino)
 		victim = remove_begin(t, np.pfd, np.name, &keep);
-	rc = syscall(SYS_renameat2, op.pfd, op.name, np.pfd, np.name, flags) ? -errno : 0;
+	rc = tsys_renameat2(op.pfd, op.name, np.pfd, np.name, flags) ? -errno : 0;
 	remove_done(t, victim, rc == 0);
 	remove_keep(t, keep, rc == 0);
 	if (!rc && have_old && !(have_new && ost.st_ino == nst.st_ino)) {
@@ -1527,8 +1529,8 @@ int tier_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 		for (int side = 0; side < 1 + anyx; side++) {
 			if (side == 0 && (S_ISDIR(ost.st_mode) || !any))
 				continue;
-			int fd = openat(side ? op.pfd : np.pfd, side ? op.name : np.name,
-					O_PATH | O_NOFOLLOW | O_CLOEXEC);
+			int fd = tsys_openat(side ? op.pfd : np.pfd, side ? op.name : np.name,
+					     O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
 			if (fd >= 0) {
 				tier_note_ctime(t, fd);
 				close(fd);
@@ -1566,7 +1568,7 @@ int tier_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
 		char pp[64];
 		proc_path(pp, sizeof pp, ofd);
 		/* Through the magic link: the inode itself, symlinks too. */
-		rc = linkat(AT_FDCWD, pp, np.pfd, np.name, AT_SYMLINK_FOLLOW) ? -errno : 0;
+		rc = tsys_linkat(AT_FDCWD, pp, np.pfd, np.name, AT_SYMLINK_FOLLOW) ? -errno : 0;
 		if (!rc)
 			tier_note_ctime(t, ofd);
 	}
@@ -1601,7 +1603,7 @@ int tier_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 	} else {
 		char pp[64];
 		proc_path(pp, sizeof pp, of->kfd);
-		kfd = open(pp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+		kfd = tsys_openat(AT_FDCWD, pp, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 		if (kfd < 0)
 			rc = -errno;
 	}
@@ -1609,7 +1611,7 @@ int tier_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 	if (rc)
 		return TIER_END(rc);
 	struct tier_dir *d = calloc(1, sizeof(*d));
-	DIR *dir = d ? fdopendir(kfd) : NULL;
+	DIR *dir = d ? tsys_fdopendir(kfd) : NULL;
 	if (!dir) {
 		close(kfd);
 		free(d);
@@ -1649,7 +1651,7 @@ int tier_readdir(ferrite_dir *dir, struct ferrite_dirent *ent)
 		return TIER_END(-EINVAL);
 	for (;;) {
 		errno = 0;
-		struct dirent *e = readdir(d->d);
+		struct dirent *e = tsys_readdir(d->d);
 		if (!e)
 			return TIER_END(errno ? -errno : 0);
 		ent->ino = e->d_ino;
@@ -1702,7 +1704,7 @@ int tier_closedir(ferrite_dir *dir)
 	if (*pp)
 		*pp = d->next;
 	pthread_mutex_unlock(&t->fd_lock);
-	closedir(d->d);
+	tsys_closedir(d->d);
 	free(d);
 	return 0;
 }
@@ -1760,18 +1762,19 @@ static ssize_t xattr_call(struct tier *t, int dirfd, const char *path, int flags
 	} else {
 		switch (op) {
 		case XA_GET:
-			r = use_parent ? lgetxattr(pp, name, value, size)
-				       : getxattr(pp, name, value, size);
+			r = use_parent ? tsys_lgetxattr(pp, name, value, size)
+				       : tsys_getxattr(pp, name, value, size);
 			break;
 		case XA_SET:
-			r = use_parent ? lsetxattr(pp, name, value, size, xflags)
-				       : setxattr(pp, name, value, size, xflags);
+			r = use_parent ? tsys_lsetxattr(pp, name, value, size, xflags)
+				       : tsys_setxattr(pp, name, value, size, xflags);
 			break;
 		case XA_REMOVE:
-			r = use_parent ? lremovexattr(pp, name) : removexattr(pp, name);
+			r = use_parent ? tsys_lremovexattr(pp, name) : tsys_removexattr(pp, name);
 			break;
 		default:
-			r = use_parent ? llistxattr(pp, value, size) : listxattr(pp, value, size);
+			r = use_parent ? tsys_llistxattr(pp, value, size)
+				       : tsys_listxattr(pp, value, size);
 			break;
 		}
 		r = r < 0 ? -errno : r;

@@ -174,6 +174,7 @@ struct tier {
 	struct tier_map *maps;
 
 	struct tier_live_stats *live;
+	int backing_err; /* last errno writing back (0: none), as live->backing_errno */
 	char live_path[128];
 	uint64_t local_stats[TIER_NSTATS]; /* when the stats file could not be made */
 };
@@ -370,6 +371,10 @@ void tier_backing_write_check(const char *what);
 #define TIER_BACKING_HOLD()	       TIER_BACKING_ALLOW
 #define tier_backing_write_check(what) ((void)0)
 #endif
+/* Writing back to the backing file system failed with errno e while doing
+ * what (e.g. "writing back"): counted, remembered for ferrite_get_tier_info
+ * and the next message, and returned as -e with a message. */
+int tier_backing_failed(struct tier *t, int e, const char *what);
 /* Drains every dirty chunk (all files, or one) and syncs the backing file system. */
 int tier_drain(struct tier *t, struct tier_file *only);
 

@@ -37,6 +37,7 @@
 #include <unistd.h>
 
 #include "meta/meta.h"
+#include "tier/sys.h"
 #include "tier/tier.h"
 #include "tier/tier_api.h"
 
@@ -177,7 +178,7 @@ static int repoint(const char *pool, const char *uuid, const char *given, int fo
 			      strlen(dir));
 	if (pool_inside(pool, dir))
 		return fr_err(-EINVAL, "the pool %s lies inside the directory %s", pool, dir);
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = tsys_openat(AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st) != 0) {
 		int e = errno;
@@ -187,7 +188,7 @@ static int repoint(const char *pool, const char *uuid, const char *given, int fo
 	}
 	int64_t btime = tier_btime(fd);
 	char owner[64] = "";
-	ssize_t on = fgetxattr(fd, POOL_XATTR, owner, sizeof owner - 1);
+	ssize_t on = tsys_fgetxattr(fd, POOL_XATTR, owner, sizeof owner - 1);
 	close(fd);
 	if (on > 0)
 		owner[on] = 0;
@@ -282,7 +283,7 @@ int tier_tune(const char *path, const struct meta_tune_args *t, const char *back
 	/* M2 again: the directory now names its pool (a file system without
 	 * attributes keeps the inode number and birth time just recorded). */
 	if (backing)
-		setxattr(nth->th_backing, POOL_XATTR, uuid, 36, 0);
+		tsys_setxattr(nth->th_backing, POOL_XATTR, uuid, 36, 0);
 out:
 	free(nth);
 	pool_close(&p);
