@@ -116,6 +116,14 @@ struct ferrite_mount_opts {
 	int read_only;		/* not supported yet: 1 gives -EOPNOTSUPP */
 	int mode;		/* enum ferrite_mount_mode; the pool is not changed */
 	unsigned tier_flush_ms; /* tiered pools: flush period for this mount (0: the pool's) */
+	/* Tiered pools: write nothing back to the backing directory -- no
+	 * flusher, no draining at mount or unmount, no sizes or times set --
+	 * so a pool can be looked at, e.g. after a crash, without changing its
+	 * backing files (the crash explorer's checkers do). Dirty data stays in
+	 * the pool for the next ordinary mount. A call that would have to
+	 * write back (the cache full of dirty data, a file without a record)
+	 * fails with -EROFS. */
+	int tier_no_writeback;
 };
 
 /* The pool used when none is named (a NULL pool argument to mkfs, mount and

@@ -685,6 +685,9 @@ static int open_readonly_file(struct tier *t, uint32_t fid, int flags)
 
 int tf_wfd(struct tier *t, struct tier_file *tf, int direct)
 {
+	int held = tier_writeback_held(t, "writing to a backing file");
+	if (held)
+		return held;
 	int *slot = direct ? &tf->dfd : &tf->wfd;
 	int fd = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
 	if (fd >= 0)
@@ -752,12 +755,11 @@ void tier_rec_moved(struct tier *t, const struct tier_move *mv, int n)
 
 int tier_sync_meta(struct tier *t, struct tier_file *tf)
 {
-	if (TIER_BACKING_HOLD() == TIER_BACKING_SKIP)
+	if (t->no_writeback)
 		return 0;
 	struct tier_rec *r = &t->recs[tf->fid];
 	if (!(r->r_flags & REC_META_STALE))
 		return 0;
-	tier_backing_write_check("setting a backing file's size and time");
 	int fd = tf_wfd(t, tf, 0);
 	if (fd < 0)
 		return fd;
@@ -793,7 +795,9 @@ static int lost_found_fd(struct tier *t)
  * .ferrite-lost+found (named after the record). */
 static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
 {
-	tier_backing_write_check("making a lost file again");
+	int held = tier_writeback_held(t, "making a lost file again");
+	if (held)
+		return held;
 	struct tier_rec *r = &t->recs[fid];
 	char path[TIER_PATH_MAX + 64];
 	int fd = -1;

@@ -64,7 +64,6 @@ static int fchunk_cmp(const void *a, const void *b)
  * write-back. */
 static int put_run(struct tier *t, struct tier_file *tf, const char *buf, uint64_t off, uint64_t n)
 {
-	tier_backing_write_check("writing back a chunk");
 	uint64_t full = n & ~(uint64_t)(TIER_CHUNK_SIZE - 1);
 	uint64_t done = 0;
 	if (full && t->backing_has_direct) {
@@ -280,7 +279,7 @@ static void backing_recovered(struct tier *t)
 
 int tier_drain(struct tier *t, struct tier_file *only)
 {
-	if (TIER_BACKING_HOLD() == TIER_BACKING_SKIP)
+	if (t->no_writeback)
 		return 0;
 	/* Its own buffer: the flusher may be running too. */
 	char *bounce;
@@ -382,8 +381,6 @@ static void *flusher_main(void *arg)
 			__atomic_store_n(&t->ns_dirty, 1, __ATOMIC_RELEASE);
 		}
 		int left = 1;
-		if (TIER_BACKING_HOLD() != TIER_BACKING_ALLOW)
-			left = 0; /* the crash explorer holds the backing directory still */
 		while (left && !t->stop && __atomic_load_n(&t->ndirty, __ATOMIC_RELAXED)) {
 			int64_t r = flush_round(t, NULL, &left, t->bounce, 1);
 			if (r > 0) {
@@ -407,7 +404,7 @@ static void *flusher_main(void *arg)
 
 int tier_flusher_start(struct tier *t)
 {
-	if (TIER_BACKING_HOLD() == TIER_BACKING_SKIP)
+	if (t->no_writeback)
 		return 0;
 	pthread_mutex_init(&t->flush_mx, NULL);
 	pthread_cond_init(&t->flush_cv, NULL);
@@ -419,20 +416,12 @@ int tier_flusher_start(struct tier *t)
 	return 0;
 }
 
-#ifdef FERRITE_PM_TRACE
-int tier_backing_hold = TIER_BACKING_ALLOW;
-
-void tier_backing_write_check(const char *what)
+int tier_writeback_held(struct tier *t, const char *what)
 {
-	if (tier_backing_hold == TIER_BACKING_ALLOW)
-		return;
-	fprintf(stderr,
-		"ferrite (traced): %s would change the backing directory the crash "
-		"explorer holds still\n",
-		what);
-	abort();
+	if (!t->no_writeback)
+		return 0;
+	return fr_err(-EROFS, "%s: mounted without write-back to %s", what, t->backing);
 }
-#endif
 
 void tier_throttle(struct tier *t)
 {

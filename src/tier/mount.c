@@ -627,6 +627,7 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 	t->recs = (struct tier_rec *)(t->base + t->th->th_rec_off);
 	t->consistency = (int)t->th->th_consistency;
 	t->flush_ms = opts && opts->tier_flush_ms ? opts->tier_flush_ms : t->th->th_flush_ms;
+	t->no_writeback = opts && opts->tier_no_writeback;
 	t->epoch_ms = t->th->th_epoch_ms;
 	rc = attach_backing(t, path);
 	if (rc)

@@ -967,12 +967,14 @@ static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
 
 /* A file the record table had no room for: the backing file directly,
  * durable on return like everything else. */
-static ssize_t uncached_io(struct tier_ofile *of, const struct iovec *iov, int iovcnt, int64_t off,
-			   int write)
+static ssize_t uncached_io(struct tier *t, struct tier_ofile *of, const struct iovec *iov,
+			   int iovcnt, int64_t off, int write)
 {
 	ssize_t r;
 	if (write) {
-		tier_backing_write_check("a write to a file without a record");
+		int held = tier_writeback_held(t, "a write to a file without a record");
+		if (held)
+			return held;
 		if (of->flags & O_APPEND) {
 			struct stat st;
 			if (fstat(of->kfd, &st) != 0)
@@ -998,7 +1000,7 @@ static ssize_t mapped_io(struct tier *t, struct tier_ofile *of, const struct iov
 		pthread_rwlock_wrlock(&tf->lock);
 	else
 		pthread_rwlock_rdlock(&tf->lock);
-	ssize_t r = uncached_io(of, iov, iovcnt, off, write);
+	ssize_t r = uncached_io(t, of, iov, iovcnt, off, write);
 	struct stat st;
 	if (write && r > 0 && fstat(of->kfd, &st) == 0) {
 		tier_rec_publish(t, tf, (uint64_t)st.st_size, tier_now_ns());
@@ -1037,7 +1039,7 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 	uint64_t at = use_pos ? (uint64_t)of->pos : (uint64_t)off;
 	if (!of->tf) {
 		r = S_ISREG(of->type) || !S_ISCHR(of->type)
-			? uncached_io(of, iov, iovcnt, (int64_t)at, write)
+			? uncached_io(t, of, iov, iovcnt, (int64_t)at, write)
 			: -EINVAL;
 	} else if (__atomic_load_n(&of->tf->mapped, __ATOMIC_ACQUIRE)) {
 		r = mapped_io(t, of, iov, iovcnt, (int64_t)at, write);

@@ -174,7 +174,8 @@ struct tier {
 	struct tier_map *maps;
 
 	struct tier_live_stats *live;
-	int backing_err; /* last errno writing back (0: none), as live->backing_errno */
+	int backing_err;  /* last errno writing back (0: none), as live->backing_errno */
+	int no_writeback; /* mounted with tier_no_writeback */
 	char live_path[128];
 	uint64_t local_stats[TIER_NSTATS]; /* when the stats file could not be made */
 };
@@ -357,20 +358,9 @@ void tier_flusher_stop(struct tier *t);
  * find clean chunks to replace instead of paying a forced flush each. */
 void tier_throttle(struct tier *t);
 
-/* The crash explorer's hold on the backing directory (tracing builds only):
- * it explores data writes while the backing directory stays as it was, so
- * every crash image pairs with that one directory. FORBID: a write to it
- * aborts the process (the workload broke that premise); SKIP: a checker
- * recovers and judges without draining or syncing sizes into it. */
-enum tier_backing_hold { TIER_BACKING_ALLOW, TIER_BACKING_FORBID, TIER_BACKING_SKIP };
-#ifdef FERRITE_PM_TRACE
-extern int tier_backing_hold;
-void tier_backing_write_check(const char *what);
-#define TIER_BACKING_HOLD() tier_backing_hold
-#else
-#define TIER_BACKING_HOLD()	       TIER_BACKING_ALLOW
-#define tier_backing_write_check(what) ((void)0)
-#endif
+/* Mounted with tier_no_writeback (ferrite.h): -EROFS with a message for a
+ * call that would write what back; 0 otherwise. */
+int tier_writeback_held(struct tier *t, const char *what);
 /* Writing back to the backing file system failed with errno e while doing
  * what (e.g. "writing back"): counted, remembered for ferrite_get_tier_info
  * and the next message, and returned as -e with a message. */

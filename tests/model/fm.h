@@ -115,6 +115,10 @@ struct fm_backend *fm_posix_plain_new(const char *root);
 
 /* Ferrite backend on a mounted pool. */
 struct fm_backend *fm_ferrite_new(const char *pool); /* mounts; NULL + message on failure */
+/* The options fm_ferrite_new and fm_ferrite_remount mount with from now on
+ * (copied; NULL: none). */
+struct ferrite_mount_opts;
+void fm_ferrite_set_mount_opts(const struct ferrite_mount_opts *opts);
 int fm_ferrite_remount(struct fm_backend *be, int run_fsck, char *why, size_t whylen);
 int fm_ferrite_unmount(struct fm_backend *be); /* and frees be */
 void *fm_ferrite_fs(struct fm_backend *be);

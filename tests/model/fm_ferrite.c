@@ -296,11 +296,21 @@ static void f_clearerr(void *c)
 	err_noted = 0;
 }
 
+static struct ferrite_mount_opts mount_opts;
+static int have_mount_opts;
+
+void fm_ferrite_set_mount_opts(const struct ferrite_mount_opts *opts)
+{
+	have_mount_opts = opts != NULL;
+	if (opts)
+		mount_opts = *opts;
+}
+
 struct fm_backend *fm_ferrite_new(const char *pool)
 {
 	struct fctx *c = calloc(1, sizeof *c);
 	snprintf(c->pool, sizeof c->pool, "%s", pool);
-	int r = ferrite_mount(pool, NULL, &c->fs);
+	int r = ferrite_mount(pool, have_mount_opts ? &mount_opts : NULL, &c->fs);
 	if (r < 0) {
 		fprintf(stderr, "ferrite_mount(%s) = %s: %s\n", pool, fm_errname(r),
 			ferrite_errmsg());
@@ -381,7 +391,7 @@ int fm_ferrite_remount(struct fm_backend *be, int run_fsck, char *why, size_t wh
 		if (r != FERRITE_FSCK_CLEAN)
 			return -1;
 	}
-	r = ferrite_mount(c->pool, NULL, &c->fs);
+	r = ferrite_mount(c->pool, have_mount_opts ? &mount_opts : NULL, &c->fs);
 	if (r < 0) {
 		snprintf(why, whylen, "ferrite_mount = %s: %s", fm_errname(r), ferrite_errmsg());
 		return -1;

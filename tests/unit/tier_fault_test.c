@@ -10,6 +10,7 @@
  * and changes nothing; a write-back that fails (EIO, ENOSPC) loses nothing
  * -- the data stays in the pool, is counted and reported, and reaches the
  * backing directory once it works again, also when the failure met recovery.
+ * And a pool mounted with tier_no_writeback writes none of it back.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -382,6 +383,34 @@ static int failed_recovery(void)
 	return 0;
 }
 
+/* tier_no_writeback: nothing reaches the backing files, not even at
+ * unmount, and a system call that would write them is never made; the next
+ * ordinary mount delivers the data. */
+static int no_writeback(void)
+{
+	CHECK_EQ(setup("nowb"), 0);
+	ferrite_fs *fs;
+	struct ferrite_mount_opts held = {.tier_no_writeback = 1, .tier_flush_ms = 10};
+	CHECK_EQ(ferrite_mount(pool, &held, &fs), 0);
+	CHECK_EQ(write_file(fs, "/f", 300 * KIB, 7), 0);
+	usleep(50000);		     /* five flush periods, had there been a flusher */
+	arm(F_PWRITE, EIO, 1 << 30); /* counts the write-backs tried: none */
+	arm(F_FDATASYNC, EIO, 1 << 30);
+	CHECK_EQ(check_file(fs, "/f", 300 * KIB, 7), 0);
+	CHECK_EQ(ferrite_unmount(fs), 0);
+	CHECK_EQ(inj.hits[F_PWRITE] + inj.hits[F_FDATASYNC], 0);
+	char p[400];
+	struct stat st;
+	in_backing("f", p, sizeof p);
+	CHECK(stat(p, &st) == 0 && st.st_size == 0); /* the name is made, no data */
+	disarm_all();
+	CHECK_EQ(ferrite_mount(pool, NULL, &fs), 0);
+	CHECK_EQ(ferrite_unmount(fs), 0);
+	CHECK_EQ(check_file(NULL, p, 300 * KIB, 7), 0);
+	teardown();
+	return 0;
+}
+
 static const struct unit_case cases[] = {
     {"interrupted", interrupted},
     {"short_io", short_io},
@@ -389,6 +418,7 @@ static const struct unit_case cases[] = {
     {"failed_writeback_eio", failed_writeback_eio},
     {"failed_writeback_enospc", failed_writeback_enospc},
     {"failed_recovery", failed_recovery},
+    {"no_writeback", no_writeback},
 };
 
 static void install(void) __attribute__((constructor));

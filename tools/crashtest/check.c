@@ -682,8 +682,8 @@ int ct_check_image(const struct ct_run *run, uint8_t *image, uint64_t image_size
 	int tier = run->mode == CT_MODE_TIER;
 	/* Recovery, fsck and the checks read the one backing directory every
 	 * checker shares: none of them may write it. */
-	if (tier)
-		tier_backing_hold = TIER_BACKING_SKIP;
+	struct ferrite_mount_opts held = {.tier_no_writeback = 1};
+	fm_ferrite_set_mount_opts(tier ? &held : NULL);
 	/* A bug planted in recovery lives in the checker, which recovers. */
 	if (run->plant && !strcmp(run->plant, "tier-undo-mark-first"))
 		pm_plant(run->plant);

@@ -30,7 +30,10 @@
 
 /* The explorer's mode for tiered pools (beside enum ferrite_mode's sync and
  * strict): data writes on a per-write tiered pool whose backing directory
- * stays as it was (tier.h, enum tier_backing_hold). */
+ * stays as it was, so every crash image pairs with that one directory: the
+ * workload runs with no write-back once the tree is built (a forced flush
+ * fails its call, and the run says so), and the checkers mount with
+ * tier_no_writeback (ferrite.h). */
 #define CT_MODE_TIER 100
 
 /* ---- the model of persistent memory (model.c) ------------------------------ */

@@ -376,7 +376,7 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 	run->mode = mode;
 	run->mode_name = mode_name;
 	/* Smaller pools cost less to format and record: the small tree fits 32 MiB. */
-	run->pool_size = O.pool_mib		    ? O.pool_mib << 20
+	run->pool_size = O.pool_mib			? O.pool_mib << 20
 			 : w->tree == CT_TREE_POPULATED ? 64ULL << 20
 							: 32ULL << 20;
 	run->w = w;
@@ -471,8 +471,8 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 		fprintf(stderr, "crashtest: no planted bug named %s\n", O.plant);
 		goto out_fs;
 	}
-	if (tier)
-		tier_backing_hold = TIER_BACKING_FORBID;
+	if (tier) /* from here on the backing directory stays as it is (ct.h) */
+		__atomic_store_n(&TIER(fm_ferrite_fs(be))->no_writeback, 1, __ATOMIC_RELEASE);
 	int mismatch = 0;
 	for (int k = 0; k < w->nops && !x->failed; k++) {
 		ct_model_op_begin(&x->m, k);
@@ -497,14 +497,12 @@ static int explore_one(const struct ct_workload *w, int mode, const char *mode_n
 	pm_plant(NULL);
 	ct_model_stop(&x->m);
 	rc = ct_worker_finish(x->w) == 0 && !x->failed && !mismatch ? 0 : -1;
-	tier_backing_hold = TIER_BACKING_ALLOW; /* every checker is done with it */
 	x->w = NULL;
 out_fs:
 	if (x->w) {
 		ct_model_stop(&x->m);
 		ct_worker_finish(x->w);
 	}
-	tier_backing_hold = TIER_BACKING_ALLOW;
 	fm_side_close_all(&s);
 	fm_ferrite_unmount(be);
 out_model:
