@@ -572,8 +572,9 @@ static ssize_t write_try(struct tier *t, struct tier_file *tf, int kfd, const st
 }
 
 ssize_t tier_cache_write(struct tier *t, struct tier_file *tf, int kfd, const struct iovec *iov,
-			 int iovcnt, uint64_t iov_off, uint64_t off, size_t len)
+			 int iovcnt, uint64_t iov_off, uint64_t off, size_t len, int *epoch_full)
 {
+	*epoch_full = 0;
 	if (len == 0)
 		return 0;
 	uint64_t maxc = tier_max_write_chunks(t->nslots);
@@ -591,7 +592,8 @@ ssize_t tier_cache_write(struct tier *t, struct tier_file *tf, int kfd, const st
 	if (t->consistency == TIER_EPOCH && tier_epoch_reserve(t, n)) {
 		if (wc != small)
 			free(wc);
-		return TIER_E_EPOCH_FULL;
+		*epoch_full = 1;
+		return 0;
 	}
 	for (;;) {
 		struct room_retry retry = {0};
@@ -608,7 +610,8 @@ ssize_t tier_cache_write(struct tier *t, struct tier_file *tf, int kfd, const st
 				tf_put(t, w);
 			}
 		} else if (retry.epoch_full) {
-			rc = TIER_E_EPOCH_FULL; /* the caller commits, with no lock held */
+			*epoch_full = 1; /* the caller commits, with no lock held */
+			rc = 0;
 			break;
 		} else {
 			rc = fr_err(-EIO, "no room in the cache");
@@ -881,7 +884,10 @@ int tier_cache_punch(struct tier *t, struct tier_file *tf, int kfd, uint64_t off
 		while (p < q) {
 			struct iovec v = {(void *)zpage,
 					  (size_t)FR_MIN(q - p, (uint64_t)TIER_CHUNK_SIZE)};
-			ssize_t w = tier_cache_write(t, tf, kfd, &v, 1, p, p, v.iov_len);
+			int full;
+			ssize_t w = tier_cache_write(t, tf, kfd, &v, 1, p, p, v.iov_len, &full);
+			if (full) /* the caller committed the epoch and holds it: empty */
+				return fr_err(-EIO, "the epoch journal cannot take a punch's edge");
 			if (w < 0)
 				return (int)w;
 			p += (uint64_t)w;

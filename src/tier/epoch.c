@@ -70,7 +70,7 @@ int tier_epoch_reserve(struct tier *t, uint64_t n)
 	uint32_t was = __atomic_fetch_add(&t->epoch_reserved, (uint32_t)n, __ATOMIC_RELAXED);
 	if ((uint64_t)was + n > t->epoch_cap) {
 		__atomic_fetch_sub(&t->epoch_reserved, (uint32_t)n, __ATOMIC_RELAXED);
-		return TIER_E_EPOCH_FULL;
+		return 1;
 	}
 	return 0;
 }

@@ -1061,6 +1061,7 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 			if (epoch)
 				pthread_rwlock_rdlock(&t->epoch_lock);
 			ssize_t k;
+			int epoch_full = 0;
 			if (write) {
 				pthread_rwlock_wrlock(&tf->lock);
 				if ((of->flags & O_APPEND) && !done)
@@ -1071,7 +1072,7 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 					k = 0; /* POSIX: a short write up to the limit */
 				else
 					k = tier_cache_write(t, tf, of->kfd, iov, iovcnt, at,
-							     at + done, len - done);
+							     at + done, len - done, &epoch_full);
 			} else {
 				pthread_rwlock_rdlock(&tf->lock);
 				k = tier_cache_read(t, tf, of->kfd, iov, iovcnt, at, len);
@@ -1080,7 +1081,7 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 			pthread_rwlock_unlock(&tf->lock);
 			if (epoch)
 				pthread_rwlock_unlock(&t->epoch_lock);
-			if (k == TIER_E_EPOCH_FULL) {
+			if (epoch_full) {
 				/* A commit empties the epoch; other writers may fill it
 				 * again before this one goes on, but not for ever. */
 				k = ++full_again > 1000 ? fr_err(-EIO, "the epoch journal cannot "

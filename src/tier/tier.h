@@ -324,9 +324,12 @@ int tier_files_recover(struct tier *t);
 ssize_t tier_cache_read(struct tier *t, struct tier_file *tf, int kfd, const struct iovec *iov,
 			int iovcnt, uint64_t off, size_t len);
 /* Writes [off, off + len) from iov (whose first byte is file offset iov_off),
- * atomically; a long write may be short (at most a quarter of the cache). */
+ * atomically; a long write may be short (at most a quarter of the cache).
+ * Epoch mode: *epoch_full = 1 (and 0 returned, nothing written) when the open
+ * epoch has no room for it; the caller commits it, holding no lock, and
+ * writes again. */
 ssize_t tier_cache_write(struct tier *t, struct tier_file *tf, int kfd, const struct iovec *iov,
-			 int iovcnt, uint64_t iov_off, uint64_t off, size_t len);
+			 int iovcnt, uint64_t iov_off, uint64_t off, size_t len, int *epoch_full);
 /* ftruncate through the cache. */
 int tier_cache_truncate(struct tier *t, struct tier_file *tf, int kfd, uint64_t size);
 /* Punches [off, off+len) (fallocate PUNCH_HOLE|KEEP_SIZE). */
@@ -377,14 +380,11 @@ int tier_epoch_commit(struct tier *t);
 int tier_epoch_commit_locked(struct tier *t);
 /* Mount: applies a whole journal entry, drops a torn one and the open epoch. */
 int tier_epoch_recover(struct tier *t);
-/* Room in the open epoch for n more pages: 0, or TIER_E_EPOCH_FULL. */
+/* Room in the open epoch for n more pages: 0 (reserved), or 1: none, the
+ * epoch must be committed first (by a caller holding no lock). */
 int tier_epoch_reserve(struct tier *t, uint64_t n);
 /* The page chunk c (with tag) joined the open epoch. */
 void tier_epoch_add(struct tier *t, uint64_t c, uint64_t tag);
-
-/* Internal result: the open epoch must be committed (by a caller holding no
- * lock) before the call can go on. */
-#define TIER_E_EPOCH_FULL (-4096)
 
 /* ---- the namespace (ns.c) ---------------------------------------------------------------- */
 struct tier_ofile *tfd_get(struct tier *t, int fd);
