@@ -54,7 +54,7 @@ void ferrite_reset_creds(void)
 	tl_cred_state = 0;
 }
 
-static int in_group(const struct fs_cred *c, gid_t g)
+int cred_in_group(const struct fs_cred *c, gid_t g)
 {
 	if (c->gid == g)
 		return 1;
@@ -75,7 +75,7 @@ int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip
 	unsigned bits;
 	if (c->uid == rd4(tx, &ip->i_uid))
 		bits = (mode >> 6) & 7;
-	else if (in_group(c, rd4(tx, &ip->i_gid)))
+	else if (cred_in_group(c, rd4(tx, &ip->i_gid)))
 		bits = (mode >> 3) & 7;
 	else
 		bits = mode & 7;
@@ -147,7 +147,7 @@ static int do_chmod(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, const vo
 	mode_t mode = *(const mode_t *)arg & 07777;
 	if (c->uid != 0 && c->uid != ip->i_uid)
 		return -EPERM;
-	if (c->uid != 0 && !S_ISDIR(ip->i_mode) && !in_group(c, ip->i_gid))
+	if (c->uid != 0 && !S_ISDIR(ip->i_mode) && !cred_in_group(c, ip->i_gid))
 		mode &= ~(mode_t)S_ISGID;
 	tx_set4(tx, &ip->i_mode, (ip->i_mode & S_IFMT) | mode);
 	struct timespec now;
@@ -175,7 +175,7 @@ static int do_chown(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, const vo
 	if (c->uid != 0) {
 		if (uid != ip->i_uid || c->uid != ip->i_uid)
 			return -EPERM;
-		if (gid != ip->i_gid && !in_group(c, gid))
+		if (gid != ip->i_gid && !cred_in_group(c, gid))
 			return -EPERM;
 	}
 	uint32_t mode = ip->i_mode;

@@ -483,6 +483,30 @@ static void stamp(struct fr_inode *ip, int which)
 	}
 }
 
+/* An unprivileged write, truncate or allocation takes away set-user-id,
+ * and set-group-id where the group may execute or the caller is not of the
+ * file's group (as Linux's file_remove_privs and setattr_should_drop_sgid),
+ * durably and before it changes anything: a crash may leave the bits gone
+ * and the contents old, never new contents under the old privileges. The
+ * inode's write lock is held: no transaction of another thread has this
+ * inode's mode in hand. */
+static void drop_setid(struct fr_inode *ip)
+{
+	const struct fs_cred *c = cred_get();
+	uint32_t mode = ip->i_mode, kill = mode & S_ISUID;
+	if (!S_ISREG(mode) || c->uid == 0 || !(mode & (S_ISUID | S_ISGID)))
+		return;
+	if ((mode & S_ISGID) && ((mode & S_IXGRP) || !cred_in_group(c, ip->i_gid)))
+		kill |= S_ISGID;
+	if (!kill)
+		return;
+	pm_store4(&ip->i_mode, mode & ~kill);
+	stamp(ip, T_CTIME);
+	pm_flush(&ip->i_mode, sizeof ip->i_mode);
+	pm_flush(&ip->i_size, 64); /* the times' line (publish_size) */
+	pm_fence();
+}
+
 /* Publishes size and times: one line (bytes 64-127 of the inode). */
 static void publish_size(struct fr_inode *ip, uint64_t size, int times)
 {
@@ -536,6 +560,7 @@ ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovc
 	ssize_t rc = 0;
 	if (len == 0)
 		goto out;
+	drop_setid(ip);
 	if (off >= fs->max_file_size) {
 		rc = fr_err(-EFBIG, "write beyond the largest file size (%llu bytes)",
 			    (unsigned long long)fs->max_file_size);
@@ -786,6 +811,7 @@ int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len)
 	if (len > fs->max_file_size)
 		return fr_err(-EFBIG, "length beyond the largest file size");
 	pthread_rwlock_wrlock(lk);
+	drop_setid(ip);
 	uint64_t size = ip->i_size;
 	int rc = 0;
 	if (len > size) {
@@ -847,6 +873,7 @@ int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t 
 	if (end < off || end > fs->max_file_size)
 		return fr_err(-EFBIG, "range beyond the largest file size");
 	pthread_rwlock_wrlock(lk);
+	drop_setid(ip);
 	int rc = 0;
 	uint64_t size = ip->i_size;
 	if (mode & FALLOC_FL_PUNCH_HOLE) {

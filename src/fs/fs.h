@@ -163,6 +163,8 @@ const struct fs_cred *cred_get(void);
 int fs_set_escaped_path(const char *p);
 /* 1 if ferrite_set_creds() installed this thread's credentials. */
 int cred_is_explicit(void);
+/* Is g the caller's group or one of its supplementary groups? */
+int cred_in_group(const struct fs_cred *c, gid_t g);
 /* mask: 4 read, 2 write, 1 exec/search. 0 or -EACCES. */
 int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip, int mask);
 

@@ -75,23 +75,6 @@ static void cred_leave(void)
 	ferrite_reset_creds();
 }
 
-/* With FUSE_HANDLE_KILLPRIV_V2 (fuse_wire.c) the kernel leaves it to us to
- * drop set-user-id, and set-group-id on a group-executable file, when an
- * unprivileged caller writes or truncates, as Linux does. The daemon's own
- * credentials make the change (the writer need not own the file). */
-static void drop_setid(fuse_req_t req, struct ffront *ff, fuse_ino_t ino, int fd)
-{
-	struct stat st;
-	if (!ff->killpriv_v2 || fuse_req_ctx(req)->uid == 0 || ferrite_fstat(ff->fs, fd, &st) ||
-	    !S_ISREG(st.st_mode))
-		return;
-	mode_t kill = st.st_mode & S_ISUID;
-	if ((st.st_mode & (S_ISGID | S_IXGRP)) == (S_ISGID | S_IXGRP))
-		kill |= S_ISGID;
-	if (kill && ferrite_fchmod(ff->fs, fd, st.st_mode & 07777 & ~kill) == 0)
-		fuse_lowlevel_notify_inval_inode(ff->se, ino, -1, 0); /* attributes only */
-}
-
 static mode_t apply_umask(fuse_req_t req, mode_t mode)
 {
 	return mode & ~fuse_req_ctx(req)->umask;
@@ -223,10 +206,6 @@ static void ll_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		    (to_set & FUSE_SET_ATTR_GID) ? attr->st_gid : (gid_t)-1, here);
 	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
 		rc = set_size(ff, fd, fi, attr->st_size);
-	cred_leave();
-	if (!rc && (to_set & FUSE_SET_ATTR_SIZE))
-		drop_setid(req, ff, ino, fd);
-	cred_enter(req);
 	if (!rc && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
 		struct timespec t[2] = {{0, UTIME_OMIT}, {0, UTIME_OMIT}};
 		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
@@ -373,8 +352,6 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		reply_rc(req, iofd);
 		return;
 	}
-	if (fi->flags & O_TRUNC)
-		drop_setid(req, ff_of(req), ino, iofd);
 	fi->fh = (uint64_t)iofd;
 	fi->keep_cache = 1; /* R2 */
 	if (fuse_reply_open(req, fi) == -ENOENT)
@@ -528,6 +505,9 @@ static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 	struct ffront *ff = ff_of(req);
 	size_t size = fuse_buf_size(bufv);
 	ssize_t n;
+	/* The writer's ids: with FUSE_HANDLE_KILLPRIV_V2 (fuse_wire.c) the
+	 * engine takes set-id bits away as the kernel would, for the writer. */
+	cred_enter(req);
 	if (bufv->count == 1 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD)) {
 		n = ferrite_pwrite(ff->fs, (int)fi->fh, bufv->buf[0].mem, size, off);
 	} else {
@@ -535,6 +515,7 @@ static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
 		dst.buf[0].mem = rbuf_get(size);
 		if (!dst.buf[0].mem) {
+			cred_leave();
 			reply_rc(req, -ENOMEM);
 			return;
 		}
@@ -542,9 +523,8 @@ static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		if (n >= 0)
 			n = ferrite_pwrite(ff->fs, (int)fi->fh, dst.buf[0].mem, (size_t)n, off);
 	}
+	cred_leave();
 	/* R1: ferrite_pwrite returned, the data is durable */
-	if (n > 0)
-		drop_setid(req, ff, ino, (int)fi->fh);
 	int drop = 0;
 	if (fi->writepage && n >= 0 && (size_t)n < size)
 		n = -ENOSPC;	    /* the kernel ignores a short count for its pages */

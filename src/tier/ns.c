@@ -581,6 +581,7 @@ int tier_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int 
 		rc = -errno;
 	if (!rc)
 		tier_note_ctime(t, fd);
+	__atomic_add_fetch(&t->attr_gen, 1, __ATOMIC_RELEASE); /* set-id bits: drop_setid */
 	put_obj(fd, own);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
@@ -602,6 +603,7 @@ int tier_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t 
 	int rc = tsys_fchownat(fd, "", uid, gid, AT_EMPTY_PATH) ? -errno : 0;
 	if (!rc)
 		tier_note_ctime(t, fd);
+	__atomic_add_fetch(&t->attr_gen, 1, __ATOMIC_RELEASE); /* set-id bits: drop_setid */
 	put_obj(fd, own);
 	t->ns_dirty = 1;
 	return TIER_END(rc);
@@ -990,6 +992,42 @@ static ssize_t uncached_io(struct tier *t, struct tier_ofile *of, const struct i
 	return r < 0 ? -errno : r;
 }
 
+/* An unprivileged write, truncate or allocation takes away set-user-id, and
+ * set-group-id where the group may execute or the writer is not of the
+ * file's group, as Linux does. A write through the cache reaches the kernel
+ * only later, as the flusher's, and a truncate or allocation the cache
+ * settles may not reach it at all, so the kernel cannot; the uncached and
+ * mapped paths reach it with the caller's ids, and it does. So it is done
+ * here, durably (the backing file system's chmod) and before the call
+ * changes anything, with the process's own ids (the writer need not own the
+ * file). The mode is looked at again only after a chmod or chown through
+ * this mount. */
+static void drop_setid(struct tier *t, struct tier_ofile *of)
+{
+	struct tier_file *tf = of->tf;
+	uint64_t seen = __atomic_load_n(&t->attr_gen, __ATOMIC_ACQUIRE) + 1;
+	struct stat st;
+	if (cred_get()->uid == 0 || __atomic_load_n(&tf->setid_seen, __ATOMIC_ACQUIRE) == seen ||
+	    fstat(of->kfd, &st) != 0)
+		return;
+	mode_t kill = st.st_mode & S_ISUID;
+	if ((st.st_mode & S_ISGID) &&
+	    ((st.st_mode & S_IXGRP) || !cred_in_group(cred_get(), st.st_gid)))
+		kill |= S_ISGID; /* as data.c drop_setid */
+	if (kill && S_ISREG(st.st_mode)) {
+		int applied = creds_applied;
+		tier_creds_done();
+		int rc = tsys_fchmod(of->kfd, st.st_mode & 07777 & ~kill);
+		if (applied)
+			tier_creds_apply();
+		if (rc != 0)
+			return; /* looked at again by the next write */
+		tier_note_ctime(t, of->kfd);
+		t->ns_dirty = 1;
+	}
+	__atomic_store_n(&tf->setid_seen, seen, __ATOMIC_RELEASE);
+}
+
 /* A file someone has mapped: its backing file directly (see tier_mmap); the
  * record follows the size. */
 static ssize_t mapped_io(struct tier *t, struct tier_ofile *of, const struct iovec *iov, int iovcnt,
@@ -1051,6 +1089,8 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 		size_t done = 0;
 		int full_again = 0;
 		r = 0;
+		if (write)
+			drop_setid(t, of);
 		/* A write longer than one atomic piece (a quarter of the cache)
 		 * returns a short count in per-write consistency, as POSIX
 		 * allows, so that every call stays atomic; in epoch mode, where
@@ -1162,6 +1202,8 @@ static int truncate_of(struct tier *t, struct tier_ofile *of, uint64_t len, int 
 		       uint64_t poff, uint64_t plen)
 {
 	struct tier_file *tf = of->tf;
+	if (tf)
+		drop_setid(t, of); /* the cache may not reach the kernel's truncate */
 	if (tf && __atomic_load_n(&tf->mapped, __ATOMIC_ACQUIRE)) {
 		/* Mapped: the backing file directly (tier_mmap). */
 		pthread_rwlock_wrlock(&tf->lock);
@@ -1263,6 +1305,8 @@ int tier_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 	else if (mode & FALLOC_FL_PUNCH_HOLE)
 		rc = truncate_of(t, of, 0, 1, (uint64_t)offset, (uint64_t)len);
 	else {
+		if (of->tf)
+			drop_setid(t, of); /* the kernel's fallocate may not be reached */
 		/* Reserve the space in the backing file system (advisory: not
 		 * every file system can), then grow the file through the cache. */
 		if (tsys_fallocate(of->kfd, FALLOC_FL_KEEP_SIZE, offset, len) != 0 &&

@@ -79,6 +79,7 @@ struct tier_file {
 	int64_t size;		    /* epoch mode: the size in the open epoch */
 	int64_t mtime;		    /* epoch mode: likewise */
 	int epoch_dirty;	    /* epoch mode: size/mtime to log at the epoch's end */
+	uint64_t setid_seen;	    /* attr_gen + 1 when its mode last had no set-id bit */
 	uint64_t nvalid;	    /* valid chunks (atomic) */
 	uint64_t ndirty;	    /* valid dirty chunks (atomic) */
 	int bucket;		    /* stride table bucket it is counted in, -1 none */
@@ -176,6 +177,7 @@ struct tier {
 	struct tier_live_stats *live;
 	int backing_err;  /* last errno writing back (0: none), as live->backing_errno */
 	int no_writeback; /* mounted with tier_no_writeback */
+	uint64_t attr_gen; /* chmods and chowns through this mount (atomic) */
 	char live_path[128];
 	uint64_t local_stats[TIER_NSTATS]; /* when the stats file could not be made */
 };

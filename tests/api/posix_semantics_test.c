@@ -754,6 +754,70 @@ static int c_owner_rights(void)
 	return 0;
 }
 
+/* Set-user-id and set-group-id: an unprivileged write, truncate or
+ * allocation takes set-user-id away, and set-group-id when the group may
+ * execute or the writer is not of the file's group; root's do not; chown
+ * takes them away from everyone's files. */
+static mode_t mode_of(const char *path)
+{
+	struct stat st;
+	return ferrite_stat(fs, path, &st) ? (mode_t)-1 : st.st_mode & 07777;
+}
+
+static int write_as_user(const char *path, int how)
+{
+	FT_OK(ferrite_set_creds(1000, 1000, 0, NULL));
+	int fd = FT_OK(ferrite_open(fs, path, O_WRONLY, 0));
+	if (how == 0)
+		FT_EQ(ferrite_pwrite(fs, fd, "x", 1, 3), 1);
+	else if (how == 1)
+		FT_OK(ferrite_ftruncate(fs, fd, 2));
+	else
+		FT_OK(ferrite_fallocate(fs, fd, 0, 0, 8192));
+	FT_OK(ferrite_close(fs, fd));
+	ferrite_reset_creds();
+	return 0;
+}
+
+static int c_setid(void)
+{
+	const char *f = P("f");
+	for (int how = 0; how < 3; how++) {
+		FT_OK(puts_(f, "exec"));
+		FT_OK(ferrite_chmod(fs, f, 06777)); /* group may execute: both go */
+		FT_OK(write_as_user(f, how));
+		FT_EQ(mode_of(f), 0777);
+		FT_OK(ferrite_chmod(fs, f, 06767)); /* the writer is not of group 0 */
+		FT_OK(write_as_user(f, how));
+		FT_EQ(mode_of(f), 0767);
+		FT_OK(ferrite_chown(fs, f, 0, 1000)); /* the writer's group, no execute: */
+		FT_OK(ferrite_chmod(fs, f, 06767));   /* set-group-id stays */
+		FT_OK(write_as_user(f, how));
+		FT_EQ(mode_of(f), 02767);
+		FT_OK(ferrite_chown(fs, f, 0, 0));
+	}
+	/* the owner writing is unprivileged too */
+	FT_OK(ferrite_chown(fs, f, 1000, 1000));
+	FT_OK(ferrite_chmod(fs, f, 04755));
+	FT_OK(write_as_user(f, 0));
+	FT_EQ(mode_of(f), 0755);
+	/* root writes and truncates: the bits stay */
+	FT_OK(ferrite_chmod(fs, f, 06777));
+	int fd = FT_OK(ferrite_open(fs, f, O_WRONLY, 0));
+	FT_EQ(ferrite_pwrite(fs, fd, "y", 1, 0), 1);
+	FT_OK(ferrite_ftruncate(fs, fd, 1));
+	FT_OK(ferrite_close(fs, fd));
+	FT_EQ(mode_of(f), 06777);
+	/* chown, even root's, takes them from a file */
+	FT_OK(ferrite_chown(fs, f, 0, 0));
+	FT_EQ(mode_of(f), 0777);
+	/* a write after a chmod that gave them back is looked at again */
+	FT_OK(ferrite_chmod(fs, f, 04777));
+	FT_OK(write_as_user(f, 0));
+	FT_EQ(mode_of(f), 0777);
+	return 0;
+}
+
 /* ---- open flags ------------------------------------------------------------ */
 
 static int c_append(void)
@@ -1772,6 +1836,7 @@ static const struct ft_case cases[] = {
     {"readdir_mutation", c_readdir_mutation, 0},
     {"statvfs", c_statvfs, 0},
     {"root", c_root, 0},
+    {"setid", c_setid, 0},
 };
 
 static int before_case(const struct ft_case *c)
