@@ -372,7 +372,7 @@ static void *flusher_main(void *arg)
 					last_epoch = now;
 			}
 		}
-		/* N3 (ns.c): names changed since the last sync become durable. */
+		/* N3 (ns.h): names changed since the last sync become durable. */
 		if (__atomic_exchange_n(&t->ns_dirty, 0, __ATOMIC_ACQ_REL) &&
 		    !__atomic_load_n(&t->ndirty, __ATOMIC_RELAXED) &&
 		    tsys_syncfs(t->root_fd) != 0) {

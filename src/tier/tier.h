@@ -5,7 +5,7 @@
  * The namespace -- directories, names, modes, owners, links, extended
  * attributes -- stays in the backing file system: every namespace call is
  * carried out there, through kernel descriptors kept inside the tier's own
- * descriptors (ns.c). File data goes through the cache (cache.c): a file gets
+ * descriptors (ns.h). File data goes through the cache (cache.c): a file gets
  * a record (files.c) holding its key, its size and its backing identity, and
  * chunk i of the file lives, if anywhere, in slot (key + i) mod nslots, whose
  * two chunks carry 8-byte tags. A background flusher (flush.c) drains dirty
@@ -83,7 +83,7 @@ struct tier_file {
 	uint64_t nvalid;	    /* valid chunks (atomic) */
 	uint64_t ndirty;	    /* valid dirty chunks (atomic) */
 	int bucket;		    /* stride table bucket it is counted in, -1 none */
-	int mapped;		    /* memory mappings (ns.c): its I/O bypasses the cache */
+	int mapped;		    /* memory mappings (mmap.c): its I/O bypasses the cache */
 	struct tier_file *hnext;    /* ino hash chain */
 	struct tier_file *lru_prev, *lru_next;	     /* files holding wfd but not open */
 	struct tier_file *closed_prev, *closed_next; /* files not open, least recent first */
@@ -170,13 +170,13 @@ struct tier {
 	uint32_t epoch_reserved; /* pages promised to writes under way (atomic) */
 	struct tier_ejournal *journal;
 
-	/* Memory mappings of backing files (ns.c). */
+	/* Memory mappings of backing files (mmap.c). */
 	pthread_mutex_t map_lock;
 	struct tier_map *maps;
 
 	struct tier_live_stats *live;
-	int backing_err;  /* last errno writing back (0: none), as live->backing_errno */
-	int no_writeback; /* mounted with tier_no_writeback */
+	int backing_err;   /* last errno writing back (0: none), as live->backing_errno */
+	int no_writeback;  /* mounted with tier_no_writeback */
 	uint64_t attr_gen; /* chmods and chowns through this mount (atomic) */
 	char live_path[128];
 	uint64_t local_stats[TIER_NSTATS]; /* when the stats file could not be made */
@@ -388,7 +388,7 @@ int tier_epoch_reserve(struct tier *t, uint64_t n);
 /* The page chunk c (with tag) joined the open epoch. */
 void tier_epoch_add(struct tier *t, uint64_t c, uint64_t tag);
 
-/* ---- the namespace (ns.c) ---------------------------------------------------------------- */
+/* ---- the namespace (ns.h: file.c to mmap.c) -------------------------------------------- */
 struct tier_ofile *tfd_get(struct tier *t, int fd);
 void tfd_put(struct tier *t, struct tier_ofile *of);
 void tier_fds_close_all(struct tier *t);

@@ -23,7 +23,7 @@ int tier_read_stats(const char *pool, struct ferrite_tier_info *info);
 ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off,
 		int write);
 /* Memory mappings: the kernel's of the backing file, once the file's cached
- * chunks are drained (ns.c). */
+ * chunks are drained (mmap.c). */
 int tier_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags, off_t offset,
 	      void **out);
 ssize_t tier_munmap(ferrite_fs *fs, void *addr, size_t len);
