@@ -1,6 +1,6 @@
 /*
- * attr.c -- credentials, permission checks and attribute operations: stat,
- * chmod, chown, utimens, access, statvfs.
+ * attr.c -- permission checks and attribute operations: stat, chmod,
+ * chown, utimens, access, statvfs (the caller's credentials: vfs/caller.c).
  *
  * Permission model: POSIX mode bits with owner/group/other classes and
  * supplementary groups; uid 0 passes every check except execute on a file
@@ -15,56 +15,7 @@
 #include "fs/fs.h"
 #include "persist/pm.h"
 
-static __thread struct fs_cred tl_cred;
-static __thread int tl_cred_state; /* 0 unset, 1 process creds cached, 2 override */
-
-const struct fs_cred *cred_get(void)
-{
-	if (!tl_cred_state) {
-		tl_cred.uid = geteuid();
-		tl_cred.gid = getegid();
-		int n = getgroups((int)FR_ARRAY_SIZE(tl_cred.groups), tl_cred.groups);
-		tl_cred.ngroups = n < 0 ? 0 : n;
-		tl_cred_state = 1;
-	}
-	return &tl_cred;
-}
-
-int cred_is_explicit(void)
-{
-	return tl_cred_state == 2;
-}
-
-int ferrite_set_creds(uid_t uid, gid_t gid, size_t ngroups, const gid_t *groups)
-{
-	fr_err_clear();
-	if (ngroups > FR_ARRAY_SIZE(tl_cred.groups) || (ngroups && !groups))
-		return api_end(-EINVAL);
-	tl_cred.uid = uid;
-	tl_cred.gid = gid;
-	tl_cred.ngroups = (int)ngroups;
-	if (ngroups)
-		memcpy(tl_cred.groups, groups, ngroups * sizeof(gid_t));
-	tl_cred_state = 2;
-	return 0;
-}
-
-void ferrite_reset_creds(void)
-{
-	tl_cred_state = 0;
-}
-
-int cred_in_group(const struct fs_cred *c, gid_t g)
-{
-	if (c->gid == g)
-		return 1;
-	for (int i = 0; i < c->ngroups; i++)
-		if (c->groups[i] == g)
-			return 1;
-	return 0;
-}
-
-int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip, int mask)
+int perm_check(const struct vfs_cred *c, struct tx *tx, const struct fr_inode *ip, int mask)
 {
 	uint32_t mode = rd4(tx, &ip->i_mode);
 	if (c->uid == 0) {
@@ -143,7 +94,7 @@ static int attr_tx(ferrite_fs *fs, uint64_t ino,
 
 static int do_chmod(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, const void *arg)
 {
-	const struct fs_cred *c = cred_get();
+	const struct vfs_cred *c = cred_get();
 	mode_t mode = *(const mode_t *)arg & 07777;
 	if (c->uid != 0 && c->uid != ip->i_uid)
 		return -EPERM;
@@ -169,7 +120,7 @@ struct chown_arg {
 static int do_chown(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, const void *arg)
 {
 	const struct chown_arg *a = arg;
-	const struct fs_cred *c = cred_get();
+	const struct vfs_cred *c = cred_get();
 	uid_t uid = a->uid == (uid_t)-1 ? ip->i_uid : a->uid;
 	gid_t gid = a->gid == (gid_t)-1 ? ip->i_gid : a->gid;
 	if (c->uid != 0) {
@@ -202,7 +153,7 @@ int fs_chown_ino(ferrite_fs *fs, uint64_t ino, uid_t uid, gid_t gid)
 static int do_utimens(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, const void *arg)
 {
 	const struct timespec *t = arg;
-	const struct fs_cred *c = cred_get();
+	const struct vfs_cred *c = cred_get();
 	struct timespec now;
 	fs_now(&now);
 	int explicit_time = 0, any = 0;

@@ -492,7 +492,7 @@ static void stamp(struct fr_inode *ip, int which)
  * inode's mode in hand. */
 static void drop_setid(struct fr_inode *ip)
 {
-	const struct fs_cred *c = cred_get();
+	const struct vfs_cred *c = cred_get();
 	uint32_t mode = ip->i_mode, kill = mode & S_ISUID;
 	if (!S_ISREG(mode) || c->uid == 0 || !(mode & (S_ISUID | S_ISGID)))
 		return;

@@ -21,18 +21,12 @@
 #include "fs/pmfs.h"
 #include "meta/meta.h"
 #include "persist/pm.h"
+#include "vfs/vfs.h"
 
 #define FS_LOCK_STRIPES 4096
 #define FS_MAX_SYMLINKS 40
 #define FS_NAME_MAX	255
 #define FS_PATH_MAX	4096
-
-struct fs_cred {
-	uid_t uid;
-	gid_t gid;
-	int ngroups;
-	gid_t groups[64];
-};
 
 /* An inode some descriptor or stream has open. */
 struct vnode {
@@ -156,17 +150,8 @@ int orphan_cleanup(ferrite_fs *fs);
 
 /* ---- credentials and permissions (attr.c) ------------------------------- */
 
-const struct fs_cred *cred_get(void);
-/* A walk left the pool through an absolute symlink to host path p: records
- * p for ferrite_escaped_path() and returns -EXDEV (the tier engine's walker
- * shares the front ends' contract). */
-int fs_set_escaped_path(const char *p);
-/* 1 if ferrite_set_creds() installed this thread's credentials. */
-int cred_is_explicit(void);
-/* Is g the caller's group or one of its supplementary groups? */
-int cred_in_group(const struct fs_cred *c, gid_t g);
 /* mask: 4 read, 2 write, 1 exec/search. 0 or -EACCES. */
-int perm_check(const struct fs_cred *c, struct tx *tx, const struct fr_inode *ip, int mask);
+int perm_check(const struct vfs_cred *c, struct tx *tx, const struct fr_inode *ip, int mask);
 
 int fs_stat_ino(ferrite_fs *fs, uint64_t ino, struct stat *st);
 int fs_chmod_ino(ferrite_fs *fs, uint64_t ino, mode_t mode);

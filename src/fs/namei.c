@@ -34,7 +34,7 @@ static int is_dot(const struct nameidata *nd)
 }
 
 /* May the caller remove or replace child in dir? (write+search, sticky) */
-static int may_delete(const struct fs_cred *c, struct fr_inode *dir, struct fr_inode *child)
+static int may_delete(const struct vfs_cred *c, struct fr_inode *dir, struct fr_inode *child)
 {
 	int rc = perm_check(c, NULL, dir, 3);
 	if (rc)
@@ -74,7 +74,7 @@ static void touch_ctime(struct tx *tx, struct fr_inode *ip)
 static int create_locked(ferrite_fs *fs, struct tx *tx, struct nameidata *nd, mode_t mode,
 			 uint64_t *ino)
 {
-	const struct fs_cred *c = cred_get();
+	const struct vfs_cred *c = cred_get();
 	struct fr_inode *dir = ino_ptr(fs, nd->dir_ino);
 	int rc = perm_check(c, NULL, dir, 3);
 	if (rc)
@@ -196,7 +196,7 @@ static int drop_inode(ferrite_fs *fs, struct tx *tx, uint64_t ino, int *later)
 static int remove_common(ferrite_fs *fs, uint64_t at, const char *path, int is_rmdir)
 {
 	struct nameidata nd;
-	const struct fs_cred *c = cred_get();
+	const struct vfs_cred *c = cred_get();
 	int rc = path_walk(fs, at, path, LOOKUP_PARENT, &nd);
 	if (rc)
 		return rc;
@@ -430,7 +430,7 @@ static int is_ancestor(ferrite_fs *fs, uint64_t anc, uint64_t dir)
 static int rename_checks(ferrite_fs *fs, struct nameidata *on, struct nameidata *nn, uint64_t src,
 			 uint64_t dst, unsigned flags)
 {
-	const struct fs_cred *c = cred_get();
+	const struct vfs_cred *c = cred_get();
 	struct fr_inode *sp = ino_ptr(fs, src), *dp = dst ? ino_ptr(fs, dst) : NULL;
 	struct fr_inode *odir = ino_ptr(fs, on->dir_ino), *ndir = ino_ptr(fs, nn->dir_ino);
 	int sdir = S_ISDIR(sp->i_mode);

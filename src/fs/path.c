@@ -93,21 +93,6 @@ void nd_unlock(ferrite_fs *fs, struct nameidata *nd)
 	}
 }
 
-static __thread char escaped_path[FS_PATH_MAX];
-
-const char *ferrite_escaped_path(void)
-{
-	return escaped_path;
-}
-
-int fs_set_escaped_path(const char *p)
-{
-	if (strlen(p) >= sizeof(escaped_path))
-		return -ENAMETOOLONG;
-	strcpy(escaped_path, p);
-	return fr_err(-EXDEV, "a symbolic link leads out of the pool, to %s", escaped_path);
-}
-
 /* An absolute symlink target is a host path when the pool has a place on
  * the host: under the prefix it leads back into the pool (strip it), else out
  * of it (-EXDEV; the front end follows ferrite_escaped_path() on the host). */
@@ -120,10 +105,7 @@ static int host_absolute(ferrite_fs *fs, const char **p)
 		*p += pl;
 		return 0;
 	}
-	if (strlen(*p) >= sizeof(escaped_path))
-		return -ENAMETOOLONG;
-	strcpy(escaped_path, *p);
-	return fr_err(-EXDEV, "a symbolic link leads out of the pool, to %s", escaped_path);
+	return vfs_set_escaped_path(*p);
 }
 
 int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct nameidata *nd)
@@ -135,7 +117,7 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 		return fr_err(-ENOENT, "empty path");
 	if (plen >= FS_PATH_MAX)
 		return fr_err(-ENAMETOOLONG, "path longer than %d bytes", FS_PATH_MAX - 1);
-	const struct fs_cred *cred = cred_get();
+	const struct vfs_cred *cred = cred_get();
 	/* The path is parsed in place; a work buffer is needed only once a
 	 * symlink's target must be spliced in front of the rest. */
 	char *buf = NULL, *tgt = NULL;

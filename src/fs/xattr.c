@@ -61,7 +61,7 @@ static int xa_namespace(const char *name, size_t *lenp)
  * of the inode? Called under the inode lock. */
 static int xa_permission(const struct fr_inode *ip, int ns, int mask)
 {
-	const struct fs_cred *c = cred_get();
+	const struct vfs_cred *c = cred_get();
 	uint32_t mode = ip->i_mode;
 	if (ns == XA_TRUSTED)
 		return c->uid == 0 ? 0 : mask == XA_WRITE ? -EPERM : -ENODATA;

@@ -13,7 +13,7 @@ void tier_creds_apply(void)
 {
 	if (!cred_is_explicit())
 		return;
-	const struct fs_cred *c = cred_get();
+	const struct vfs_cred *c = cred_get();
 	/* Per thread: the raw calls, not glibc's (which apply to every thread). */
 	syscall(SYS_setgroups, c->ngroups, c->groups);
 	syscall(SYS_setfsgid, c->gid);

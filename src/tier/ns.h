@@ -44,7 +44,8 @@
 #include <sys/xattr.h>
 #include <unistd.h>
 
-#include "fs/fs.h"
+#include "meta/meta.h"
+#include "vfs/vfs.h"
 #include "tier/sys.h"
 #include "tier/tier.h"
 #include "tier/tier_api.h"

@@ -124,7 +124,7 @@ static int walk_prefixed(struct tier *t, int kdir, const char *path, int flags, 
 			if (tgt[0] == '/') {
 				size_t pl = t->link_prefix_len;
 				if (strncmp(p, t->link_prefix, pl) || (p[pl] && p[pl] != '/')) {
-					rc = fs_set_escaped_path(p);
+					rc = vfs_set_escaped_path(p);
 					break;
 				}
 				p += pl;
