@@ -58,7 +58,7 @@ int pmfs_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
 		return api_end(-EBADF);
-	int rc = (of->flags & O_PATH) ? -EBADF : opendir_ino(fs, of->vn->ino, out);
+	int rc = (of->f.flags & O_PATH) ? -EBADF : opendir_ino(fs, of->vn->ino, out);
 	of_put(fs, of);
 	return api_end(rc);
 }

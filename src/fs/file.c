@@ -105,55 +105,20 @@ void vn_put(ferrite_fs *fs, struct vnode *vn)
 
 static int fd_install(ferrite_fs *fs, struct ofile *of)
 {
-	pthread_mutex_lock(&fs->fd_lock);
-	int fd = -1;
-	for (int i = fs->fd_free_hint; i < fs->fd_cap; i++)
-		if (!fs->fds[i]) {
-			fd = i;
-			break;
-		}
-	if (fd < 0) {
-		int ncap = fs->fd_cap ? fs->fd_cap * 2 : 64;
-		if (ncap > (1 << 20)) {
-			pthread_mutex_unlock(&fs->fd_lock);
-			return fr_err(-EMFILE, "too many open ferrite descriptors");
-		}
-		struct ofile **n = realloc(fs->fds, (size_t)ncap * sizeof(*n));
-		if (!n) {
-			pthread_mutex_unlock(&fs->fd_lock);
-			return -ENOMEM;
-		}
-		memset(n + fs->fd_cap, 0, (size_t)(ncap - fs->fd_cap) * sizeof(*n));
-		fd = fs->fd_cap;
-		fs->fds = n;
-		fs->fd_cap = ncap;
-	}
-	fs->fds[fd] = of;
-	fs->fd_count++;
-	fs->fd_free_hint = fd + 1;
-	pthread_mutex_unlock(&fs->fd_lock);
-	return fd;
+	return vfs_fd_install(&fs->fdt, &of->f);
 }
 
 struct ofile *fd_get(ferrite_fs *fs, int fd)
 {
-	struct ofile *of = NULL;
-	if (!fs)
-		return NULL;
-	pthread_mutex_lock(&fs->fd_lock);
-	if (fd >= 0 && fd < fs->fd_cap && fs->fds[fd]) {
-		of = fs->fds[fd];
-		__atomic_add_fetch(&of->refs, 1, __ATOMIC_RELAXED);
-	}
-	pthread_mutex_unlock(&fs->fd_lock);
-	return of;
+	struct vfs_file *f = fs ? vfs_fd_get(&fs->fdt, fd) : NULL;
+	return f ? (struct ofile *)f : NULL; /* f is its first member */
 }
 
 void of_put(ferrite_fs *fs, struct ofile *of)
 {
-	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+	if (vfs_file_unref(&of->f)) {
 		vn_put(fs, of->vn);
-		pthread_mutex_destroy(&of->pos_lock);
+		vfs_file_fini(&of->f);
 		free(of);
 	}
 }
@@ -175,9 +140,7 @@ static int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags)
 		return -ENOMEM;
 	}
 	of->vn = vn;
-	of->flags = flags;
-	of->refs = 1;
-	pthread_mutex_init(&of->pos_lock, NULL);
+	vfs_file_init(&of->f, flags);
 	int fd = fd_install(fs, of);
 	if (fd < 0)
 		of_put(fs, of);
@@ -303,10 +266,9 @@ int pmfs_reopen(ferrite_fs *fs, int fd, int flags)
 			pthread_rwlock_rdlock(lk);
 			nof->vn = vn_get(fs, ino, of->vn->gen);
 			pthread_rwlock_unlock(lk);
-			nof->flags = flags;
-			nof->refs = 1;
-			pthread_mutex_init(&nof->pos_lock, NULL);
+			vfs_file_init(&nof->f, flags);
 			if (!nof->vn) {
+				vfs_file_fini(&nof->f);
 				free(nof);
 				rc = -ENOMEM;
 			} else {
@@ -326,7 +288,7 @@ int pmfs_getfl(ferrite_fs *fs, int fd)
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
 		API_RETURN(-EBADF);
-	int fl = __atomic_load_n(&of->flags, __ATOMIC_RELAXED) & ~O_CLOEXEC;
+	int fl = __atomic_load_n(&of->f.flags, __ATOMIC_RELAXED) & ~O_CLOEXEC;
 	of_put(fs, of);
 	API_RETURN(fl);
 }
@@ -338,15 +300,16 @@ int pmfs_setfl(ferrite_fs *fs, int fd, int flags)
 	if (!of)
 		API_RETURN(-EBADF);
 	int rc = 0;
-	if (of->flags & O_PATH) {
+	if (of->f.flags & O_PATH) {
 		rc = -EBADF;
 	} else {
 		/* Writers read the flag once per call; pos_lock orders it with
 		 * position updates. */
-		pthread_mutex_lock(&of->pos_lock);
-		int fl = (of->flags & ~(O_APPEND | O_NONBLOCK)) | (flags & (O_APPEND | O_NONBLOCK));
-		__atomic_store_n(&of->flags, fl, __ATOMIC_RELAXED);
-		pthread_mutex_unlock(&of->pos_lock);
+		pthread_mutex_lock(&of->f.pos_lock);
+		int fl =
+		    (of->f.flags & ~(O_APPEND | O_NONBLOCK)) | (flags & (O_APPEND | O_NONBLOCK));
+		__atomic_store_n(&of->f.flags, fl, __ATOMIC_RELAXED);
+		pthread_mutex_unlock(&of->f.pos_lock);
 	}
 	of_put(fs, of);
 	API_RETURN(rc);
@@ -357,18 +320,7 @@ int pmfs_close(ferrite_fs *fs, int fd)
 	API_BEGIN();
 	if (!fs)
 		API_RETURN(-EBADF);
-	pthread_mutex_lock(&fs->fd_lock);
-	struct ofile *of = NULL;
-	if (fd >= 0 && fd < fs->fd_cap) {
-		of = fs->fds[fd];
-		fs->fds[fd] = NULL;
-		if (of) {
-			fs->fd_count--;
-			if (fd < fs->fd_free_hint)
-				fs->fd_free_hint = fd;
-		}
-	}
-	pthread_mutex_unlock(&fs->fd_lock);
+	struct ofile *of = (struct ofile *)vfs_fd_take(&fs->fdt, fd);
 	if (!of)
 		API_RETURN(-EBADF);
 	of_put(fs, of);
@@ -389,12 +341,11 @@ int pmfs_dup(ferrite_fs *fs, int fd)
 
 void fd_close_all(ferrite_fs *fs)
 {
-	for (int i = 0; i < fs->fd_cap; i++)
-		if (fs->fds[i])
-			pmfs_close(fs, i);
-	free(fs->fds);
-	fs->fds = NULL;
-	fs->fd_cap = 0;
+	for (int i = vfs_fd_limit(&fs->fdt) - 1; i >= 0; i--) {
+		struct ofile *of = (struct ofile *)vfs_fd_take(&fs->fdt, i);
+		if (of)
+			of_put(fs, of);
+	}
 }
 
 static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
@@ -428,15 +379,15 @@ static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 		return rc;
 	}
 	ssize_t done = 0;
-	if ((of->flags & O_ACCMODE) == O_WRONLY || (of->flags & O_PATH)) {
+	if ((of->f.flags & O_ACCMODE) == O_WRONLY || (of->f.flags & O_PATH)) {
 		done = -EBADF;
 	} else if (S_ISDIR(ino_ptr(fs, of->vn->ino)->i_mode)) {
 		done = -EISDIR;
 	} else {
 		int use_pos = off < 0;
 		if (use_pos) {
-			pthread_mutex_lock(&of->pos_lock);
-			off = of->pos;
+			pthread_mutex_lock(&of->f.pos_lock);
+			off = of->f.pos;
 		}
 		for (int i = 0; i < iovcnt; i++) {
 			if (!iov[i].iov_len)
@@ -454,8 +405,8 @@ static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 		}
 		if (use_pos) {
 			if (done > 0)
-				of->pos = off + done;
-			pthread_mutex_unlock(&of->pos_lock);
+				of->f.pos = off + done;
+			pthread_mutex_unlock(&of->f.pos_lock);
 		}
 	}
 	of_put(fs, of);
@@ -474,20 +425,20 @@ static ssize_t do_write(ferrite_fs *fs, int fd, const struct iovec *iov, int iov
 		return rc;
 	}
 	ssize_t n;
-	if ((of->flags & O_ACCMODE) == O_RDONLY) {
+	if ((of->f.flags & O_ACCMODE) == O_RDONLY) {
 		n = -EBADF;
 	} else {
 		int use_pos = off < 0;
-		int append = of->flags & O_APPEND;
+		int append = of->f.flags & O_APPEND;
 		if (use_pos)
-			pthread_mutex_lock(&of->pos_lock);
-		int64_t at = append ? -1 : (use_pos ? of->pos : off);
+			pthread_mutex_lock(&of->f.pos_lock);
+		int64_t at = append ? -1 : (use_pos ? of->f.pos : off);
 		int64_t end = 0;
 		n = dp_write(fs, of->vn->ino, iov, iovcnt, at, &end);
 		if (use_pos) {
 			if (n > 0)
-				of->pos = end;
-			pthread_mutex_unlock(&of->pos_lock);
+				of->f.pos = end;
+			pthread_mutex_unlock(&of->f.pos_lock);
 		}
 	}
 	of_put(fs, of);
@@ -561,18 +512,18 @@ off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 	if (!of)
 		return finish_ss(-EBADF);
 	uint64_t ino = of->vn->ino;
-	if (of->flags & O_PATH) {
+	if (of->f.flags & O_PATH) {
 		of_put(fs, of);
 		return finish_ss(-EBADF);
 	}
-	pthread_mutex_lock(&of->pos_lock);
+	pthread_mutex_lock(&of->f.pos_lock);
 	int64_t base, res;
 	switch (whence) {
 	case SEEK_SET:
 		base = 0;
 		break;
 	case SEEK_CUR:
-		base = of->pos;
+		base = of->f.pos;
 		break;
 	case SEEK_END:
 		base = (int64_t)ino_ptr(fs, ino)->i_size;
@@ -582,7 +533,7 @@ off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 		base = -1;
 		break;
 	default:
-		pthread_mutex_unlock(&of->pos_lock);
+		pthread_mutex_unlock(&of->f.pos_lock);
 		of_put(fs, of);
 		return finish_ss(-EINVAL);
 	}
@@ -596,8 +547,8 @@ off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 		res = base + offset;
 	}
 	if (res >= 0)
-		of->pos = res;
-	pthread_mutex_unlock(&of->pos_lock);
+		of->f.pos = res;
+	pthread_mutex_unlock(&of->f.pos_lock);
 	of_put(fs, of);
 	return finish_ss(res);
 }
@@ -609,9 +560,9 @@ int pmfs_ftruncate(ferrite_fs *fs, int fd, off_t length)
 	if (!of)
 		API_RETURN(-EBADF);
 	int rc;
-	if (of->flags & O_PATH)
+	if (of->f.flags & O_PATH)
 		rc = -EBADF;
-	else if (length < 0 || (of->flags & O_ACCMODE) == O_RDONLY ||
+	else if (length < 0 || (of->f.flags & O_ACCMODE) == O_RDONLY ||
 		 !S_ISREG(ino_ptr(fs, of->vn->ino)->i_mode))
 		rc = -EINVAL;
 	else
@@ -653,7 +604,7 @@ int pmfs_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 		rc = -EOPNOTSUPP;
 	else if (offset < 0 || len <= 0)
 		rc = -EINVAL;
-	else if ((of->flags & O_ACCMODE) == O_RDONLY)
+	else if ((of->f.flags & O_ACCMODE) == O_RDONLY)
 		rc = -EBADF;
 	else if (S_ISDIR(m))
 		rc = -EISDIR;
@@ -676,7 +627,7 @@ int pmfs_fsync(ferrite_fs *fs, int fd)
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
 		API_RETURN(-EBADF);
-	int rc = (of->flags & O_PATH) ? -EBADF : 0;
+	int rc = (of->f.flags & O_PATH) ? -EBADF : 0;
 	of_put(fs, of);
 	API_RETURN(rc);
 }
@@ -752,9 +703,9 @@ ssize_t pmfs_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_ou
 	ssize_t rc = 0;
 	uint64_t iino = in->vn->ino, oino = out->vn->ino;
 	int64_t ipos = off_in ? *off_in : -1, opos = off_out ? *off_out : -1;
-	if ((in->flags & O_ACCMODE) == O_WRONLY || (in->flags & O_PATH) ||
-	    (out->flags & O_ACCMODE) == O_RDONLY || (out->flags & O_PATH) ||
-	    (out->flags & O_APPEND))
+	if ((in->f.flags & O_ACCMODE) == O_WRONLY || (in->f.flags & O_PATH) ||
+	    (out->f.flags & O_ACCMODE) == O_RDONLY || (out->f.flags & O_PATH) ||
+	    (out->f.flags & O_APPEND))
 		rc = -EBADF;
 	else if (S_ISDIR(ino_ptr(fs, iino)->i_mode) || S_ISDIR(ino_ptr(fs, oino)->i_mode))
 		rc = -EISDIR;
@@ -769,13 +720,13 @@ ssize_t pmfs_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_ou
 	}
 	int lock_in = !off_in, lock_out = !off_out && !(lock_in && out == in);
 	if (lock_in)
-		pthread_mutex_lock(&in->pos_lock);
+		pthread_mutex_lock(&in->f.pos_lock);
 	if (lock_out)
-		pthread_mutex_lock(&out->pos_lock);
+		pthread_mutex_lock(&out->f.pos_lock);
 	if (ipos < 0)
-		ipos = in->pos;
+		ipos = in->f.pos;
 	if (opos < 0)
-		opos = out->pos;
+		opos = out->f.pos;
 	if (iino == oino && (uint64_t)ipos < (uint64_t)opos + len &&
 	    (uint64_t)opos < (uint64_t)ipos + len)
 		rc = -EINVAL; /* overlapping ranges of one file, as Linux refuses */
@@ -809,16 +760,16 @@ ssize_t pmfs_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_ou
 		if (off_in)
 			*off_in = ipos + done;
 		else
-			in->pos = ipos + done;
+			in->f.pos = ipos + done;
 		if (off_out)
 			*off_out = opos + done;
 		else
-			out->pos = opos + done;
+			out->f.pos = opos + done;
 	}
 	if (lock_out)
-		pthread_mutex_unlock(&out->pos_lock);
+		pthread_mutex_unlock(&out->f.pos_lock);
 	if (lock_in)
-		pthread_mutex_unlock(&in->pos_lock);
+		pthread_mutex_unlock(&in->f.pos_lock);
 	of_put(fs, in);
 	of_put(fs, out);
 	return finish_ss(rc ? rc : done);

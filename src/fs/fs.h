@@ -39,11 +39,8 @@ struct vnode {
 
 /* An open file description (shared by dup'ed descriptors). */
 struct ofile {
+	struct vfs_file f; /* first: flags, refs, position (vfs.h) */
 	struct vnode *vn;
-	int flags;
-	int refs; /* descriptors + calls in progress; atomic */
-	pthread_mutex_t pos_lock;
-	int64_t pos;
 };
 
 struct ferrite_fs {
@@ -61,12 +58,7 @@ struct ferrite_fs {
 	struct vnode **vn_hash;
 	uint64_t vn_cap;
 
-	pthread_mutex_t fd_lock;
-	struct ofile **fds;
-	int fd_cap;
-	int fd_count;
-	int fd_free_hint; /* no free descriptor below it: installs stay O(1) with
-			   * many held (the FUSE daemon holds one per inode) */
+	struct vfs_fdtable fdt; /* descriptors to struct ofile (their f) */
 
 	pthread_mutex_t dir_lock;
 	struct ferrite_dir *streams; /* open directory streams */

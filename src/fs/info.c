@@ -68,8 +68,8 @@ int pmfs_get_info(ferrite_fs *fs, struct ferrite_info *info)
 	info->pool_bytes = m->sb->sb_pool_size;
 	info->data_bytes = (m->sp.data_end_page - m->sp.data_page) << FR_PAGE_SHIFT;
 	info->free_bytes = bud_free_pages(&m->sp) << FR_PAGE_SHIFT;
-	info->prealloc_bytes = m->sp.reserve_windows ? m->sp.hdr->sph_prealloc_pages << FR_PAGE_SHIFT
-						     : 0;
+	info->prealloc_bytes =
+	    m->sp.reserve_windows ? m->sp.hdr->sph_prealloc_pages << FR_PAGE_SHIFT : 0;
 	info->inode_block_bytes = mp_block_bytes(m, MP_INODE);
 	pthread_mutex_lock(&m->sp.map_lock);
 	info->window_mappings = m->sp.live_maps;

@@ -241,9 +241,9 @@ int pmfs_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flag
 	if (!of)
 		return api_end(-EBADF);
 	int shared = type != MAP_PRIVATE;
-	int acc = of->flags & O_ACCMODE, rc = 0;
+	int acc = of->f.flags & O_ACCMODE, rc = 0;
 	uint64_t ino = of->vn->ino;
-	if (of->flags & O_PATH)
+	if (of->f.flags & O_PATH)
 		rc = -EBADF;
 	else if (acc == O_WRONLY || (shared && (prot & PROT_WRITE) && acc != O_RDWR))
 		rc = -EACCES;

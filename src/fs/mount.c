@@ -86,7 +86,7 @@ static int fs_init_volatile(ferrite_fs *fs)
 		pthread_rwlock_init(&fs->locks[i], NULL);
 	pthread_mutex_init(&fs->rename_lock, NULL);
 	pthread_mutex_init(&fs->vn_lock, NULL);
-	pthread_mutex_init(&fs->fd_lock, NULL);
+	vfs_fdt_init(&fs->fdt);
 	pthread_mutex_init(&fs->dir_lock, NULL);
 	return 0;
 }
@@ -95,7 +95,7 @@ static void fs_free(ferrite_fs *fs)
 {
 	free(fs->locks);
 	free(fs->vn_hash);
-	free(fs->fds);
+	vfs_fdt_fini(&fs->fdt);
 	free(fs->link_prefix);
 	free(fs);
 }

@@ -244,8 +244,9 @@ static int remove_common(ferrite_fs *fs, uint64_t at, const char *path, int is_r
 					/* The dentry's pool address, which the transaction stages
 					 * against (a lookup without one may return the mapping). */
 					if (relookup(fs, tx, &nd, &d) != child)
-						rc = tx_damaged(tx, "directory %llu changed under its "
-								    "lock",
+						rc = tx_damaged(tx,
+								"directory %llu changed under its "
+								"lock",
 								(unsigned long long)nd.dir_ino);
 					if (!rc)
 						rc = dir_remove(fs, tx, dir, d);
@@ -533,8 +534,7 @@ static int rename_tx(ferrite_fs *fs, struct tx *tx, struct nameidata *on, struct
 		}
 		rc = dir_remove(fs, tx, odir, sd);
 		if (!rc)
-			rc = dir_insert(fs, tx, ndir, nn->name, nn->len, src,
-					dtype_of(sp->i_mode));
+			rc = dir_insert(fs, tx, ndir, nn->name, nn->len, src, dtype_of(sp->i_mode));
 		if (!rc && sdir)
 			reparent(tx, sp, odir, ndir, nn->dir_ino);
 	}

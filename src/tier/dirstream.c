@@ -51,10 +51,10 @@ int tier_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out)
 		d->is_root = 1;
 		d->root_ino = (uint64_t)b.st_ino;
 	}
-	pthread_mutex_lock(&t->fd_lock);
+	pthread_mutex_lock(&t->streams_lock);
 	d->next = t->streams;
 	t->streams = d;
-	pthread_mutex_unlock(&t->fd_lock);
+	pthread_mutex_unlock(&t->streams_lock);
 	*out = (ferrite_dir *)d;
 	return TIER_END(0);
 }
@@ -123,13 +123,13 @@ int tier_closedir(ferrite_dir *dir)
 	if (!d)
 		return -EINVAL;
 	struct tier *t = TIER(d->fs);
-	pthread_mutex_lock(&t->fd_lock);
+	pthread_mutex_lock(&t->streams_lock);
 	struct tier_dir **pp = &t->streams;
 	while (*pp && *pp != d)
 		pp = &(*pp)->next;
 	if (*pp)
 		*pp = d->next;
-	pthread_mutex_unlock(&t->fd_lock);
+	pthread_mutex_unlock(&t->streams_lock);
 	tsys_closedir(d->d);
 	free(d);
 	return 0;

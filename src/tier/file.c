@@ -39,50 +39,19 @@ void tier_creds_done(void)
 
 int tfd_install(struct tier *t, struct tier_ofile *of)
 {
-	pthread_mutex_lock(&t->fd_lock);
-	int fd = -1;
-	for (int i = t->fd_free_hint; i < t->fd_cap; i++)
-		if (!t->fds[i]) {
-			fd = i;
-			break;
-		}
-	if (fd < 0) {
-		int ncap = t->fd_cap ? t->fd_cap * 2 : 64;
-		if (ncap > (1 << 20)) {
-			pthread_mutex_unlock(&t->fd_lock);
-			return fr_err(-EMFILE, "too many open ferrite descriptors");
-		}
-		struct tier_ofile **n = realloc(t->fds, (size_t)ncap * sizeof(*n));
-		if (!n) {
-			pthread_mutex_unlock(&t->fd_lock);
-			return -ENOMEM;
-		}
-		memset(n + t->fd_cap, 0, (size_t)(ncap - t->fd_cap) * sizeof(*n));
-		fd = t->fd_cap;
-		t->fds = n;
-		t->fd_cap = ncap;
-	}
-	t->fds[fd] = of;
-	t->fd_free_hint = fd + 1;
-	pthread_mutex_unlock(&t->fd_lock);
-	return fd;
+	return vfs_fd_install(&t->fdt, &of->f);
 }
 
 struct tier_ofile *tfd_get(struct tier *t, int fd)
 {
-	pthread_mutex_lock(&t->fd_lock);
-	struct tier_ofile *of = fd >= 0 && fd < t->fd_cap ? t->fds[fd] : NULL;
-	if (of)
-		__atomic_fetch_add(&of->refs, 1, __ATOMIC_RELAXED);
-	pthread_mutex_unlock(&t->fd_lock);
-	return of;
+	return (struct tier_ofile *)vfs_fd_get(&t->fdt, fd); /* f is its first member */
 }
 
 static void of_release(struct tier *t, struct tier_ofile *of)
 {
 	if (of->tf) {
 		struct tier_file *tf = of->tf;
-		if (!(of->flags & O_PATH) && (of->flags & O_ACCMODE) != O_RDONLY &&
+		if (!(of->f.flags & O_PATH) && (of->f.flags & O_ACCMODE) != O_RDONLY &&
 		    !__atomic_load_n(&tf->ndirty, __ATOMIC_RELAXED) &&
 		    pthread_mutex_trylock(&tf->flush_lock) == 0) {
 			/* Close of a written file: the backing file's size and
@@ -93,26 +62,23 @@ static void of_release(struct tier *t, struct tier_ofile *of)
 		tf_open_put(t, tf);
 	}
 	close(of->kfd);
-	pthread_mutex_destroy(&of->pos_lock);
+	vfs_file_fini(&of->f);
 	free(of);
 }
 
 void tfd_put(struct tier *t, struct tier_ofile *of)
 {
-	if (__atomic_sub_fetch(&of->refs, 1, __ATOMIC_ACQ_REL) == 0)
+	if (vfs_file_unref(&of->f))
 		of_release(t, of);
 }
 
 void tier_fds_close_all(struct tier *t)
 {
-	for (int i = 0; i < t->fd_cap; i++)
-		if (t->fds[i]) {
-			tfd_put(t, t->fds[i]);
-			t->fds[i] = NULL;
-		}
-	free(t->fds);
-	t->fds = NULL;
-	t->fd_cap = 0;
+	for (int i = vfs_fd_limit(&t->fdt) - 1; i >= 0; i--) {
+		struct tier_ofile *of = (struct tier_ofile *)vfs_fd_take(&t->fdt, i);
+		if (of)
+			tfd_put(t, of);
+	}
 }
 
 /* ---- the rest -------------------------------------------------------------------------------- */
@@ -150,11 +116,11 @@ ssize_t tier_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_ou
 		rc = -EISDIR;
 	else if (!rc && (!S_ISREG(a->type) || !S_ISREG(b->type)))
 		rc = -EINVAL;
-	else if (!rc && (b->flags & O_APPEND))
+	else if (!rc && (b->f.flags & O_APPEND))
 		rc = -EBADF;
 	else if (!rc && a->ino == b->ino) {
 		/* Linux: the same file with overlapping ranges is EINVAL. */
-		int64_t i = off_in ? *off_in : a->pos, o = off_out ? *off_out : b->pos;
+		int64_t i = off_in ? *off_in : a->f.pos, o = off_out ? *off_out : b->f.pos;
 		if (i < o + (int64_t)len && o < i + (int64_t)len)
 			rc = -EINVAL;
 	}

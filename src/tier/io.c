@@ -34,7 +34,7 @@ static ssize_t uncached_io(struct tier *t, struct tier_ofile *of, const struct i
 		int held = tier_writeback_held(t, "a write to a file without a record");
 		if (held)
 			return held;
-		if (of->flags & O_APPEND) {
+		if (of->f.flags & O_APPEND) {
 			struct stat st;
 			if (fstat(of->kfd, &st) != 0)
 				return -errno;
@@ -118,9 +118,9 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 	struct tier_ofile *of = tfd_get(t, fd);
 	if (!of)
 		return TIER_END_SS(-EBADF);
-	int acc = of->flags & O_ACCMODE;
+	int acc = of->f.flags & O_ACCMODE;
 	ssize_t r;
-	if ((of->flags & O_PATH) || (write ? acc == O_RDONLY : acc == O_WRONLY)) {
+	if ((of->f.flags & O_PATH) || (write ? acc == O_RDONLY : acc == O_WRONLY)) {
 		r = -EBADF;
 		goto out;
 	}
@@ -130,8 +130,8 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 	}
 	int use_pos = off < 0;
 	if (use_pos)
-		pthread_mutex_lock(&of->pos_lock);
-	uint64_t at = use_pos ? (uint64_t)of->pos : (uint64_t)off;
+		pthread_mutex_lock(&of->f.pos_lock);
+	uint64_t at = use_pos ? (uint64_t)of->f.pos : (uint64_t)off;
 	if (!of->tf) {
 		r = S_ISREG(of->type) || !S_ISCHR(of->type)
 			? uncached_io(t, of, iov, iovcnt, (int64_t)at, write)
@@ -161,7 +161,7 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 			int epoch_full = 0;
 			if (write) {
 				pthread_rwlock_wrlock(&tf->lock);
-				if ((of->flags & O_APPEND) && !done)
+				if ((of->f.flags & O_APPEND) && !done)
 					at = epoch ? (uint64_t)tf->size : t->recs[tf->fid].r_size;
 				if (at + done >= TIER_MAX_FILE)
 					k = fr_err(-EFBIG, "write beyond the largest file size");
@@ -204,8 +204,8 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 	}
 	if (use_pos) {
 		if (r > 0)
-			of->pos = (int64_t)(at + (uint64_t)r);
-		pthread_mutex_unlock(&of->pos_lock);
+			of->f.pos = (int64_t)(at + (uint64_t)r);
+		pthread_mutex_unlock(&of->f.pos_lock);
 	}
 out:
 	tfd_put(t, of);
@@ -219,12 +219,12 @@ off_t tier_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 	if (!of)
 		return TIER_END_SS(-EBADF);
 	off_t r;
-	if (of->flags & O_PATH) {
+	if (of->f.flags & O_PATH) {
 		r = -EBADF;
 	} else if (S_ISDIR(of->type)) {
 		r = whence == SEEK_SET && offset == 0 ? 0 : -EINVAL;
 	} else {
-		pthread_mutex_lock(&of->pos_lock);
+		pthread_mutex_lock(&of->f.pos_lock);
 		struct stat st;
 		int64_t size = 0;
 		if (fstat(of->kfd, &st) == 0) {
@@ -232,7 +232,7 @@ off_t tier_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 			size = st.st_size;
 		}
 		int64_t base = whence == SEEK_SET   ? 0
-			       : whence == SEEK_CUR ? of->pos
+			       : whence == SEEK_CUR ? of->f.pos
 			       : whence == SEEK_END ? size
 						    : offset;
 		if (whence == SEEK_DATA || whence == SEEK_HOLE) {
@@ -248,8 +248,8 @@ off_t tier_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 			r = base + offset;
 		}
 		if (r >= 0)
-			of->pos = r;
-		pthread_mutex_unlock(&of->pos_lock);
+			of->f.pos = r;
+		pthread_mutex_unlock(&of->f.pos_lock);
 	}
 	tfd_put(t, of);
 	return TIER_END_SS(r);
@@ -315,9 +315,9 @@ int tier_ftruncate(ferrite_fs *fs, int fd, off_t length)
 	if (!of)
 		return TIER_END(-EBADF);
 	int rc;
-	if (of->flags & O_PATH)
+	if (of->f.flags & O_PATH)
 		rc = -EBADF;
-	else if ((of->flags & O_ACCMODE) == O_RDONLY)
+	else if ((of->f.flags & O_ACCMODE) == O_RDONLY)
 		rc = -EINVAL; /* as Linux */
 	else if (!S_ISREG(of->type))
 		rc = -EINVAL;
@@ -353,7 +353,7 @@ int tier_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 		rc = -EINVAL;
 	else if (offset > INT64_MAX - len || (uint64_t)(offset + len) > TIER_MAX_FILE)
 		rc = fr_err(-EFBIG, "beyond the largest file size");
-	else if ((of->flags & O_PATH) || (of->flags & O_ACCMODE) == O_RDONLY)
+	else if ((of->f.flags & O_PATH) || (of->f.flags & O_ACCMODE) == O_RDONLY)
 		rc = -EBADF;
 	else if (S_ISDIR(of->type))
 		rc = -EISDIR;
@@ -389,7 +389,7 @@ int tier_fsync(ferrite_fs *fs, int fd)
 	if (!of)
 		return TIER_END(-EBADF);
 	int rc = 0;
-	if (of->flags & O_PATH)
+	if (of->f.flags & O_PATH)
 		rc = -EBADF;
 	else if (S_ISDIR(of->type))
 		rc = tsys_fsync(of->kfd) ? -errno : 0; /* its names: the backing file system's */

@@ -34,7 +34,7 @@ int tier_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flag
 		return TIER_END(-EBADF);
 	int rc = 0;
 	struct tier_file *tf = of->tf;
-	if ((of->flags & O_PATH) || S_ISDIR(of->type))
+	if ((of->f.flags & O_PATH) || S_ISDIR(of->type))
 		rc = -EBADF;
 	else if (!S_ISREG(of->type))
 		rc = -ENODEV;

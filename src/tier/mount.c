@@ -461,6 +461,7 @@ static void tier_free(struct tier *t)
 {
 	tier_files_fini(t);
 	tier_epoch_fini(t);
+	vfs_fdt_fini(&t->fdt);
 	if (t->root_fd >= 0)
 		close(t->root_fd);
 	free(t->dirty_bits);
@@ -639,7 +640,8 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 	}
 	for (int i = 0; i < TIER_SLOT_LOCKS; i++)
 		pthread_mutex_init(&t->slot_locks[i], NULL);
-	pthread_mutex_init(&t->fd_lock, NULL);
+	vfs_fdt_init(&t->fdt);
+	pthread_mutex_init(&t->streams_lock, NULL);
 	pthread_rwlock_init(&t->epoch_lock, NULL);
 	pthread_mutex_init(&t->map_lock, NULL);
 	t->dirty_bits = calloc((t->nchunks + 63) / 64, sizeof(uint64_t));

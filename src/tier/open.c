@@ -36,12 +36,10 @@ static int install(struct tier *t, int kfd, int flags, int trunc)
 		return -ENOMEM;
 	}
 	of->kfd = kfd;
-	of->flags = flags & (O_ACCMODE | O_APPEND | O_NONBLOCK | O_PATH | O_DIRECTORY | O_NOFOLLOW |
-			     O_CLOEXEC | O_DIRECT | O_SYNC | O_DSYNC);
-	of->refs = 1;
+	vfs_file_init(&of->f, flags & (O_ACCMODE | O_APPEND | O_NONBLOCK | O_PATH | O_DIRECTORY |
+				       O_NOFOLLOW | O_CLOEXEC | O_DIRECT | O_SYNC | O_DSYNC));
 	of->ino = (uint64_t)st.st_ino;
 	of->type = st.st_mode & S_IFMT;
-	pthread_mutex_init(&of->pos_lock, NULL);
 	int rc = 0;
 	if (S_ISREG(st.st_mode) && !(flags & O_PATH)) {
 		rc = tf_get_or_create(t, kfd, (uint64_t)st.st_ino, &of->tf);
@@ -86,6 +84,7 @@ static int install(struct tier *t, int kfd, int flags, int trunc)
 		if (of->tf)
 			tf_open_put(t, of->tf);
 		close(kfd);
+		vfs_file_fini(&of->f);
 		free(of);
 		return rc;
 	}
@@ -94,6 +93,7 @@ static int install(struct tier *t, int kfd, int flags, int trunc)
 		if (of->tf)
 			tf_open_put(t, of->tf);
 		close(kfd);
+		vfs_file_fini(&of->f);
 		free(of);
 	}
 	return fd;
@@ -198,14 +198,7 @@ int tier_reopen(ferrite_fs *fs, int fd, int flags)
 /* Closes a descriptor; keeps the thread's error message. */
 int tfd_close(struct tier *t, int fd)
 {
-	pthread_mutex_lock(&t->fd_lock);
-	struct tier_ofile *of = fd >= 0 && fd < t->fd_cap ? t->fds[fd] : NULL;
-	if (of) {
-		t->fds[fd] = NULL;
-		if (fd < t->fd_free_hint)
-			t->fd_free_hint = fd;
-	}
-	pthread_mutex_unlock(&t->fd_lock);
+	struct tier_ofile *of = (struct tier_ofile *)vfs_fd_take(&t->fdt, fd);
 	if (!of)
 		return -EBADF;
 	tfd_put(t, of);
@@ -236,7 +229,7 @@ int tier_getfl(ferrite_fs *fs, int fd)
 	struct tier_ofile *of = tfd_get(t, fd);
 	if (!of)
 		return TIER_END(-EBADF);
-	int fl = of->flags & (O_ACCMODE | O_APPEND | O_NONBLOCK | O_PATH | O_DIRECTORY);
+	int fl = of->f.flags & (O_ACCMODE | O_APPEND | O_NONBLOCK | O_PATH | O_DIRECTORY);
 	tfd_put(t, of);
 	return TIER_END(fl);
 }
@@ -248,10 +241,10 @@ int tier_setfl(ferrite_fs *fs, int fd, int flags)
 	if (!of)
 		return TIER_END(-EBADF);
 	int rc = 0;
-	if (of->flags & O_PATH)
+	if (of->f.flags & O_PATH)
 		rc = -EBADF;
 	else
-		__atomic_store_n(&of->flags, (of->flags & ~O_APPEND) | (flags & O_APPEND),
+		__atomic_store_n(&of->f.flags, (of->f.flags & ~O_APPEND) | (flags & O_APPEND),
 				 __ATOMIC_RELAXED);
 	tfd_put(t, of);
 	return TIER_END(rc);

@@ -23,6 +23,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "vfs/vfs.h"
 #include "ferrite.h"
 #include "meta/meta_format.h"
 #include "persist/pm.h"
@@ -91,11 +92,8 @@ struct tier_file {
 
 /* An open file description. */
 struct tier_ofile {
-	int kfd; /* kernel descriptor on the backing object */
-	int flags;
-	int refs;
-	pthread_mutex_t pos_lock;
-	int64_t pos;
+	struct vfs_file f; /* first: flags, refs, position (vfs.h) */
+	int kfd;	   /* kernel descriptor on the backing object */
 	uint64_t ino;
 	mode_t type;	      /* S_IFMT of the object */
 	struct tier_file *tf; /* regular files opened for I/O: its record's state */
@@ -145,12 +143,11 @@ struct tier {
 	uint64_t ndirty, nvalid;
 
 	/* Descriptors and streams. */
-	pthread_mutex_t fd_lock;
-	struct tier_ofile **fds;
-	int fd_cap, fd_free_hint;
+	struct vfs_fdtable fdt; /* descriptors to struct tier_ofile (their f) */
 	char *link_prefix;
 	size_t link_prefix_len;
-	struct tier_dir *streams; /* open directory streams, under fd_lock */
+	pthread_mutex_t streams_lock;
+	struct tier_dir *streams; /* open directory streams, under streams_lock */
 
 	/* The flusher. */
 	pthread_t flusher;

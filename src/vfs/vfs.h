@@ -1,8 +1,9 @@
 /*
  * vfs.h -- what both engines (src/fs, the pm engine; src/tier, the tier
  * engine) share above the persistence layers and below the front ends:
- * for now, what a call knows about its caller -- the credentials it acts
- * with and, after a walk that left the pool, the host path it led to.
+ * what a call knows about its caller -- the credentials it acts with and,
+ * after a walk that left the pool, the host path it led to -- and the
+ * descriptor table with the open file descriptions it names.
  *
  * Layers (README, "Layers"): persist -> space -> meta -> vfs -> engines (fs,
  * tier) -> front ends (api, preload, fuse, tools). A layer includes only
@@ -12,12 +13,17 @@
  * Invariants: V1 a thread's credentials are its own (thread-local): those
  * ferrite_set_creds() installed, else the process's, read at the thread's
  * first call; V2 the escaped path is the thread's too, and meaningful only
- * right after a call failed with -EXDEV.
+ * right after a call failed with -EXDEV; V3 an open file description lives
+ * while a descriptor names it or a call holds it (refs counts both): a close
+ * during another thread's call on the same descriptor leaves that call its
+ * description; V4 a new descriptor is the lowest free number, as POSIX asks.
  * Crash argument: none; nothing here is persistent.
  */
 #ifndef FERRITE_VFS_H
 #define FERRITE_VFS_H
 
+#include <pthread.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #define VFS_PATH_MAX 4096
@@ -40,5 +46,44 @@ int cred_in_group(const struct vfs_cred *c, gid_t g);
  * p for ferrite_escaped_path() and returns -EXDEV with a message (both
  * engines' walkers share the front ends' contract). */
 int vfs_set_escaped_path(const char *p);
+
+/* ---- descriptors (fdtable.c) ---------------------------------------------- */
+
+/* An open file description, first member of each engine's own (struct
+ * ofile, struct tier_ofile): what POSIX says descriptors made by dup share. */
+struct vfs_file {
+	int flags;		  /* open flags; O_APPEND/O_NONBLOCK change (setfl) */
+	int refs;		  /* descriptors + calls in progress; atomic (V3) */
+	pthread_mutex_t pos_lock; /* the position's, for calls that use it */
+	int64_t pos;
+};
+
+/* Sets flags, one reference (the descriptor about to be installed), pos 0. */
+void vfs_file_init(struct vfs_file *f, int flags);
+/* Drops a reference; 1 if it was the last (the engine releases its part,
+ * then calls vfs_file_fini). */
+int vfs_file_unref(struct vfs_file *f);
+void vfs_file_fini(struct vfs_file *f);
+
+struct vfs_fdtable {
+	pthread_mutex_t lock;
+	struct vfs_file **fds;
+	int cap, count;
+	int free_hint; /* no free descriptor below it: installs stay O(1) with many
+			* held (the FUSE daemon holds one per inode) */
+};
+
+void vfs_fdt_init(struct vfs_fdtable *t);
+/* Frees the table; every descriptor must have been taken first. */
+void vfs_fdt_fini(struct vfs_fdtable *t);
+/* The lowest free descriptor now names f (V4), which passes one reference
+ * to it; the descriptor, or -EMFILE / -ENOMEM (f unchanged). */
+int vfs_fd_install(struct vfs_fdtable *t, struct vfs_file *f);
+/* The description fd names, with a reference for the caller; NULL: none. */
+struct vfs_file *vfs_fd_get(struct vfs_fdtable *t, int fd);
+/* Frees descriptor fd; its reference passes to the caller (NULL: none). */
+struct vfs_file *vfs_fd_take(struct vfs_fdtable *t, int fd);
+/* The highest descriptor in use + 1 (for closing them all). */
+int vfs_fd_limit(struct vfs_fdtable *t);
 
 #endif
