@@ -348,24 +348,6 @@ void fd_close_all(ferrite_fs *fs)
 	}
 }
 
-static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
-{
-	if (iovcnt < 0 || iovcnt > IOV_MAX)
-		return -EINVAL;
-	if (iovcnt && !iov)
-		return -EFAULT;
-	size_t t = 0;
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len > (size_t)SSIZE_MAX - t)
-			return -EINVAL;
-		if (iov[i].iov_len && !iov[i].iov_base)
-			return -EFAULT;
-		t += iov[i].iov_len;
-	}
-	*total = t;
-	return 0;
-}
-
 /* Reads into an iovec at off (< 0: at the file offset, which advances). */
 static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off)
 {
@@ -373,7 +355,7 @@ static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
 		return -EBADF;
-	int rc = check_iov(iov, iovcnt, &total);
+	int rc = vfs_check_iov(iov, iovcnt, &total);
 	if (rc) {
 		of_put(fs, of);
 		return rc;
@@ -419,7 +401,7 @@ static ssize_t do_write(ferrite_fs *fs, int fd, const struct iovec *iov, int iov
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
 		return -EBADF;
-	int rc = check_iov(iov, iovcnt, &total);
+	int rc = vfs_check_iov(iov, iovcnt, &total);
 	if (rc) {
 		of_put(fs, of);
 		return rc;
@@ -686,6 +668,18 @@ int pmfs_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 /* Copies through a bounce buffer: both ends are files of this pool, so the
  * data never leaves the library, and each chunk is written (durably) by the
  * ordinary data path, which keeps its atomicity and crash rules. */
+static ssize_t copy_pread(void *ctx, struct vfs_file *f, void *buf, size_t n, int64_t off)
+{
+	return dp_read(ctx, ((struct ofile *)f)->vn->ino, buf, n, (uint64_t)off);
+}
+
+static ssize_t copy_pwrite(void *ctx, struct vfs_file *f, const void *buf, size_t n, int64_t off)
+{
+	struct iovec v = {(void *)buf, n};
+	int64_t end;
+	return dp_write(ctx, ((struct ofile *)f)->vn->ino, &v, 1, off, &end);
+}
+
 ssize_t pmfs_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out, off_t *off_out,
 			     size_t len, unsigned flags)
 {
@@ -700,77 +694,12 @@ ssize_t pmfs_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_ou
 		of_put(fs, in);
 		return finish_ss(-EBADF);
 	}
-	ssize_t rc = 0;
 	uint64_t iino = in->vn->ino, oino = out->vn->ino;
-	int64_t ipos = off_in ? *off_in : -1, opos = off_out ? *off_out : -1;
-	if ((in->f.flags & O_ACCMODE) == O_WRONLY || (in->f.flags & O_PATH) ||
-	    (out->f.flags & O_ACCMODE) == O_RDONLY || (out->f.flags & O_PATH) ||
-	    (out->f.flags & O_APPEND))
-		rc = -EBADF;
-	else if (S_ISDIR(ino_ptr(fs, iino)->i_mode) || S_ISDIR(ino_ptr(fs, oino)->i_mode))
-		rc = -EISDIR;
-	else if (!S_ISREG(ino_ptr(fs, iino)->i_mode) || !S_ISREG(ino_ptr(fs, oino)->i_mode))
-		rc = -EINVAL;
-	else if ((off_in && *off_in < 0) || (off_out && *off_out < 0))
-		rc = -EINVAL;
-	if (rc) {
-		of_put(fs, in);
-		of_put(fs, out);
-		return finish_ss(rc);
-	}
-	int lock_in = !off_in, lock_out = !off_out && !(lock_in && out == in);
-	if (lock_in)
-		pthread_mutex_lock(&in->f.pos_lock);
-	if (lock_out)
-		pthread_mutex_lock(&out->f.pos_lock);
-	if (ipos < 0)
-		ipos = in->f.pos;
-	if (opos < 0)
-		opos = out->f.pos;
-	if (iino == oino && (uint64_t)ipos < (uint64_t)opos + len &&
-	    (uint64_t)opos < (uint64_t)ipos + len)
-		rc = -EINVAL; /* overlapping ranges of one file, as Linux refuses */
-	size_t chunk = FR_MIN(len, (size_t)1 << 20);
-	char *buf = (!rc && chunk) ? malloc(chunk) : NULL;
-	if (!rc && chunk && !buf)
-		rc = -ENOMEM;
-	ssize_t done = 0;
-	while (!rc && (size_t)done < len) {
-		ssize_t n = dp_read(fs, iino, buf, FR_MIN(chunk, len - (size_t)done),
-				    (uint64_t)ipos + (uint64_t)done);
-		if (n <= 0) {
-			if (n < 0 && !done)
-				rc = n;
-			break;
-		}
-		struct iovec v = {buf, (size_t)n};
-		int64_t end;
-		ssize_t w = dp_write(fs, oino, &v, 1, opos + done, &end);
-		if (w < 0) {
-			if (!done)
-				rc = w;
-			break;
-		}
-		done += w;
-		if (w < n)
-			break;
-	}
-	free(buf);
-	if (!rc) {
-		if (off_in)
-			*off_in = ipos + done;
-		else
-			in->f.pos = ipos + done;
-		if (off_out)
-			*off_out = opos + done;
-		else
-			out->f.pos = opos + done;
-	}
-	if (lock_out)
-		pthread_mutex_unlock(&out->f.pos_lock);
-	if (lock_in)
-		pthread_mutex_unlock(&in->f.pos_lock);
+	const struct vfs_copy_io io = {fs, copy_pread, copy_pwrite};
+	ssize_t rc = vfs_copy_file_range(&io, &in->f, ino_ptr(fs, iino)->i_mode & S_IFMT, &out->f,
+					 ino_ptr(fs, oino)->i_mode & S_IFMT, iino == oino, off_in,
+					 off_out, len, flags);
 	of_put(fs, in);
 	of_put(fs, out);
-	return finish_ss(rc ? rc : done);
+	return finish_ss(rc);
 }

@@ -106,59 +106,19 @@ int tier_set_link_prefix(ferrite_fs *fs, const char *prefix)
 ssize_t tier_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out, off_t *off_out,
 			     size_t len, unsigned flags)
 {
-	struct tier *t = TIER(fs);
-	fr_err_clear();
+	BEGIN(fs);
 	if (flags)
-		return fr_err_finish(-EINVAL);
+		return TIER_END_SS(-EINVAL);
 	struct tier_ofile *a = tfd_get(t, fd_in), *b = tfd_get(t, fd_out);
-	int rc = !a || !b ? -EBADF : 0;
-	if (!rc && (S_ISDIR(a->type) || S_ISDIR(b->type)))
-		rc = -EISDIR;
-	else if (!rc && (!S_ISREG(a->type) || !S_ISREG(b->type)))
-		rc = -EINVAL;
-	else if (!rc && (b->f.flags & O_APPEND))
-		rc = -EBADF;
-	else if (!rc && a->ino == b->ino) {
-		/* Linux: the same file with overlapping ranges is EINVAL. */
-		int64_t i = off_in ? *off_in : a->f.pos, o = off_out ? *off_out : b->f.pos;
-		if (i < o + (int64_t)len && o < i + (int64_t)len)
-			rc = -EINVAL;
+	ssize_t rc = -EBADF;
+	if (a && b) {
+		const struct vfs_copy_io io = {t, tier_copy_pread, tier_copy_pwrite};
+		rc = vfs_copy_file_range(&io, &a->f, a->type, &b->f, b->type, a->ino == b->ino,
+					 off_in, off_out, len, flags);
 	}
 	if (a)
 		tfd_put(t, a);
 	if (b)
 		tfd_put(t, b);
-	if (rc)
-		return fr_err_finish(rc);
-	size_t bufsz = 256 * 1024;
-	char *buf = malloc(bufsz);
-	if (!buf)
-		return -ENOMEM;
-	ssize_t total = 0;
-	while ((size_t)total < len) {
-		size_t want = FR_MIN(bufsz, len - (size_t)total);
-		struct iovec v = {buf, want};
-		ssize_t r = tier_rw(fs, fd_in, &v, 1, off_in ? *off_in : -1, 0);
-		if (r <= 0) {
-			if (r < 0 && !total)
-				total = r;
-			break;
-		}
-		v.iov_len = (size_t)r;
-		ssize_t w = tier_rw(fs, fd_out, &v, 1, off_out ? *off_out : -1, 1);
-		if (w < 0) {
-			if (!total)
-				total = w;
-			break;
-		}
-		if (off_in)
-			*off_in += w;
-		if (off_out)
-			*off_out += w;
-		total += w;
-		if (w < r)
-			break;
-	}
-	free(buf);
-	return total;
+	return TIER_END_SS(rc);
 }

@@ -6,24 +6,6 @@
 
 /* ---- data ------------------------------------------------------------------------------ */
 
-static int check_iov(const struct iovec *iov, int iovcnt, size_t *total)
-{
-	if (iovcnt < 0 || iovcnt > 1024)
-		return -EINVAL;
-	if (iovcnt && !iov)
-		return -EFAULT;
-	size_t sum = 0;
-	for (int i = 0; i < iovcnt; i++) {
-		if (iov[i].iov_len && !iov[i].iov_base)
-			return -EFAULT;
-		if (iov[i].iov_len > SSIZE_MAX - sum)
-			return -EINVAL;
-		sum += iov[i].iov_len;
-	}
-	*total = sum;
-	return 0;
-}
-
 /* A file the record table had no room for: the backing file directly,
  * durable on return like everything else. */
 static ssize_t uncached_io(struct tier *t, struct tier_ofile *of, const struct iovec *iov,
@@ -106,28 +88,84 @@ static ssize_t mapped_io(struct tier *t, struct tier_ofile *of, const struct iov
 	return r;
 }
 
-ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off, int write)
+/* Reads or writes len bytes of iov at *at through the cache (O_APPEND: *at
+ * becomes the size first). A write longer than one atomic piece (a quarter
+ * of the cache) returns a short count in per-write consistency, as POSIX
+ * allows, so that every call stays atomic; in epoch mode, where atomicity
+ * is the epoch's, it goes on in pieces. */
+static ssize_t cached_io(struct tier *t, struct tier_ofile *of, const struct iovec *iov, int iovcnt,
+			 size_t len, uint64_t *at, int write)
 {
-	BEGIN(fs);
-	size_t len;
-	int rc = check_iov(iov, iovcnt, &len);
-	if (rc)
-		return TIER_END_SS(rc);
-	if (off < -1)
-		return TIER_END_SS(-EINVAL);
-	struct tier_ofile *of = tfd_get(t, fd);
-	if (!of)
-		return TIER_END_SS(-EBADF);
+	struct tier_file *tf = of->tf;
+	int epoch = t->consistency == TIER_EPOCH;
+	size_t done = 0;
+	int full_again = 0;
+	ssize_t r = 0;
+	if (write)
+		tier_drop_setid(t, of);
+	while (done < len) {
+		if (write)
+			tier_throttle(t);
+		if (epoch)
+			pthread_rwlock_rdlock(&t->epoch_lock);
+		ssize_t k;
+		int epoch_full = 0;
+		if (write) {
+			pthread_rwlock_wrlock(&tf->lock);
+			if ((of->f.flags & O_APPEND) && !done)
+				*at = epoch ? (uint64_t)tf->size : t->recs[tf->fid].r_size;
+			if (*at + done >= TIER_MAX_FILE)
+				k = fr_err(-EFBIG, "write beyond the largest file size");
+			else if (*at + len > TIER_MAX_FILE && !(len = TIER_MAX_FILE - *at))
+				k = 0; /* POSIX: a short write up to the limit */
+			else
+				k = tier_cache_write(t, tf, of->kfd, iov, iovcnt, *at, *at + done,
+						     len - done, &epoch_full);
+		} else {
+			pthread_rwlock_rdlock(&tf->lock);
+			k = tier_cache_read(t, tf, of->kfd, iov, iovcnt, *at, len);
+			done = len; /* reads are never cut */
+		}
+		pthread_rwlock_unlock(&tf->lock);
+		if (epoch)
+			pthread_rwlock_unlock(&t->epoch_lock);
+		if (epoch_full) {
+			/* A commit empties the epoch; other writers may fill it
+			 * again before this one goes on, but not for ever. */
+			k = ++full_again > 1000 ? fr_err(-EIO, "the epoch journal cannot "
+							       "take this write")
+						: tier_epoch_commit(t);
+			if (!k)
+				continue;
+		}
+		full_again = 0;
+		if (k < 0) {
+			r = done ? (ssize_t)done : k;
+			break;
+		}
+		if (!write) {
+			r = k;
+			break;
+		}
+		done += (size_t)k;
+		r = (ssize_t)done;
+		if (!epoch)
+			break;
+	}
+	return r;
+}
+
+/* read/write on an open file description (off < 0: at its position, which
+ * advances); the descriptor's checks done, iov's total is len. */
+static ssize_t of_rw(struct tier *t, struct tier_ofile *of, const struct iovec *iov, int iovcnt,
+		     size_t len, int64_t off, int write)
+{
 	int acc = of->f.flags & O_ACCMODE;
 	ssize_t r;
-	if ((of->f.flags & O_PATH) || (write ? acc == O_RDONLY : acc == O_WRONLY)) {
-		r = -EBADF;
-		goto out;
-	}
-	if (S_ISDIR(of->type)) {
-		r = -EISDIR;
-		goto out;
-	}
+	if ((of->f.flags & O_PATH) || (write ? acc == O_RDONLY : acc == O_WRONLY))
+		return -EBADF;
+	if (S_ISDIR(of->type))
+		return -EISDIR;
 	int use_pos = off < 0;
 	if (use_pos)
 		pthread_mutex_lock(&of->f.pos_lock);
@@ -141,73 +179,42 @@ ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 	} else if (len == 0) {
 		r = 0;
 	} else {
-		struct tier_file *tf = of->tf;
-		int epoch = t->consistency == TIER_EPOCH;
-		size_t done = 0;
-		int full_again = 0;
-		r = 0;
-		if (write)
-			tier_drop_setid(t, of);
-		/* A write longer than one atomic piece (a quarter of the cache)
-		 * returns a short count in per-write consistency, as POSIX
-		 * allows, so that every call stays atomic; in epoch mode, where
-		 * atomicity is the epoch's, it goes on in pieces. */
-		while (done < len) {
-			if (write)
-				tier_throttle(t);
-			if (epoch)
-				pthread_rwlock_rdlock(&t->epoch_lock);
-			ssize_t k;
-			int epoch_full = 0;
-			if (write) {
-				pthread_rwlock_wrlock(&tf->lock);
-				if ((of->f.flags & O_APPEND) && !done)
-					at = epoch ? (uint64_t)tf->size : t->recs[tf->fid].r_size;
-				if (at + done >= TIER_MAX_FILE)
-					k = fr_err(-EFBIG, "write beyond the largest file size");
-				else if (at + len > TIER_MAX_FILE && !(len = TIER_MAX_FILE - at))
-					k = 0; /* POSIX: a short write up to the limit */
-				else
-					k = tier_cache_write(t, tf, of->kfd, iov, iovcnt, at,
-							     at + done, len - done, &epoch_full);
-			} else {
-				pthread_rwlock_rdlock(&tf->lock);
-				k = tier_cache_read(t, tf, of->kfd, iov, iovcnt, at, len);
-				done = len; /* reads are never cut */
-			}
-			pthread_rwlock_unlock(&tf->lock);
-			if (epoch)
-				pthread_rwlock_unlock(&t->epoch_lock);
-			if (epoch_full) {
-				/* A commit empties the epoch; other writers may fill it
-				 * again before this one goes on, but not for ever. */
-				k = ++full_again > 1000 ? fr_err(-EIO, "the epoch journal cannot "
-								       "take this write")
-							: tier_epoch_commit(t);
-				if (!k)
-					continue;
-			}
-			full_again = 0;
-			if (k < 0) {
-				r = done ? (ssize_t)done : k;
-				break;
-			}
-			if (!write) {
-				r = k;
-				break;
-			}
-			done += (size_t)k;
-			r = (ssize_t)done;
-			if (!epoch)
-				break;
-		}
+		r = cached_io(t, of, iov, iovcnt, len, &at, write);
 	}
 	if (use_pos) {
 		if (r > 0)
 			of->f.pos = (int64_t)(at + (uint64_t)r);
 		pthread_mutex_unlock(&of->f.pos_lock);
 	}
-out:
+	return r;
+}
+
+/* copy_file_range's positioned I/O (vfs.h), the caller inside a call. */
+ssize_t tier_copy_pread(void *ctx, struct vfs_file *f, void *buf, size_t n, int64_t off)
+{
+	struct iovec v = {buf, n};
+	return of_rw(ctx, (struct tier_ofile *)f, &v, 1, n, off, 0);
+}
+
+ssize_t tier_copy_pwrite(void *ctx, struct vfs_file *f, const void *buf, size_t n, int64_t off)
+{
+	struct iovec v = {(void *)buf, n};
+	return of_rw(ctx, (struct tier_ofile *)f, &v, 1, n, off, 1);
+}
+
+ssize_t tier_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off, int write)
+{
+	BEGIN(fs);
+	size_t len;
+	int rc = vfs_check_iov(iov, iovcnt, &len);
+	if (rc)
+		return TIER_END_SS(rc);
+	if (off < -1)
+		return TIER_END_SS(-EINVAL);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END_SS(-EBADF);
+	ssize_t r = of_rw(t, of, iov, iovcnt, len, off, write);
 	tfd_put(t, of);
 	return TIER_END_SS(r);
 }

@@ -103,6 +103,8 @@ int tier_exact_mode(int fd, const char *name, mode_t mode);
 int tfd_close(struct tier *t, int fd);
 
 /* io.c */
+ssize_t tier_copy_pread(void *ctx, struct vfs_file *f, void *buf, size_t n, int64_t off);
+ssize_t tier_copy_pwrite(void *ctx, struct vfs_file *f, const void *buf, size_t n, int64_t off);
 void tier_drop_setid(struct tier *t, struct tier_ofile *of);
 
 #endif

@@ -48,6 +48,7 @@ int cred_in_group(const struct vfs_cred *c, gid_t g);
 int vfs_set_escaped_path(const char *p);
 
 /* ---- descriptors (fdtable.c) ---------------------------------------------- */
+struct iovec;
 
 /* An open file description, first member of each engine's own (struct
  * ofile, struct tier_ofile): what POSIX says descriptors made by dup share. */
@@ -85,5 +86,28 @@ struct vfs_file *vfs_fd_get(struct vfs_fdtable *t, int fd);
 struct vfs_file *vfs_fd_take(struct vfs_fdtable *t, int fd);
 /* The highest descriptor in use + 1 (for closing them all). */
 int vfs_fd_limit(struct vfs_fdtable *t);
+
+/* ---- calls both engines carry out alike (calls.c) --------------------------- */
+
+/* An iovec as readv/writev take it: at most IOV_MAX entries (-EINVAL), a
+ * total that fits ssize_t (-EINVAL), no NULL base under a length (-EFAULT).
+ * *total: its bytes. */
+int vfs_check_iov(const struct iovec *iov, int iovcnt, size_t *total);
+
+/* An engine's positioned I/O for copy_file_range: neither uses nor moves the
+ * description's position; a short count is fine. */
+struct vfs_copy_io {
+	void *ctx;
+	ssize_t (*pread)(void *ctx, struct vfs_file *f, void *buf, size_t n, int64_t off);
+	ssize_t (*pwrite)(void *ctx, struct vfs_file *f, const void *buf, size_t n, int64_t off);
+};
+/* copy_file_range(2) between two open files of an engine, whose types are
+ * in_type and out_type (S_IFMT) and which are the same file if same_file:
+ * Linux's checks in Linux's order, then the copy, the positions used (off_*
+ * NULL) taken under their locks and moved by what was copied. Bytes copied,
+ * or -errno when nothing was. */
+ssize_t vfs_copy_file_range(const struct vfs_copy_io *io, struct vfs_file *in, mode_t in_type,
+			    struct vfs_file *out, mode_t out_type, int same_file, off_t *off_in,
+			    off_t *off_out, size_t len, unsigned flags);
 
 #endif
