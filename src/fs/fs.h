@@ -44,7 +44,7 @@ struct ofile {
 };
 
 struct ferrite_fs {
-	struct fr_handle h; /* FR_ENGINE_PM; first, see util.h */
+	struct vfs_handle h; /* first: names pmfs_ops (vfs.h) */
 	struct meta m;
 	uint64_t root_ino;
 	uint64_t hash_seed;

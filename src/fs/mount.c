@@ -120,7 +120,7 @@ int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int v
 	ferrite_fs *fs = calloc(1, sizeof(*fs));
 	if (!fs)
 		return api_end(-ENOMEM);
-	fs->h.engine = FR_ENGINE_PM;
+	fs->h.ops = &pmfs_ops;
 	int rc = fs_init_volatile(fs);
 	if (!rc)
 		rc = meta_open(&fs->m, pool, view == FS_VIEW_PRIVATE ? META_PRIVATE : 0);

@@ -17,6 +17,9 @@ void pmfs_call_leave(void);
  * unwritten pages (SCMFS garbage collection), each round in a transaction of
  * its own; 1 if it gave any back (the call is worth trying again). */
 int pmfs_reclaim(ferrite_fs *fs);
+/* The pm engine's table of calls (ops.c). */
+struct vfs_ops;
+extern const struct vfs_ops pmfs_ops;
 
 int pmfs_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts);
 int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out);

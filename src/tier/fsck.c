@@ -362,7 +362,7 @@ static int recover_view(const char *pool, struct view *v)
 	struct tier *t = calloc(1, sizeof(*t));
 	if (!t)
 		return -ENOMEM;
-	t->h.engine = FR_ENGINE_TIER;
+	t->h.ops = &tier_ops;
 	t->root_fd = -1;
 	t->pool.fd = -1;
 	t->pool.size = v->size;

@@ -572,7 +572,7 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 	struct tier *t = calloc(1, sizeof(*t));
 	if (!t)
 		return fr_err_finish(-ENOMEM);
-	t->h.engine = FR_ENGINE_TIER;
+	t->h.ops = &tier_ops;
 	t->root_fd = -1;
 	int rc = pool_open(&t->pool, path, 0);
 	if (rc) {

@@ -100,7 +100,7 @@ struct tier_ofile {
 };
 
 struct tier {
-	struct fr_handle h; /* FR_ENGINE_TIER, first (util.h) */
+	struct vfs_handle h; /* first: names tier_ops (vfs.h) */
 	struct pool pool;
 	char *base;
 	struct fr_super *sb;

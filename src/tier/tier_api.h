@@ -30,6 +30,9 @@ ssize_t tier_munmap(ferrite_fs *fs, void *addr, size_t len);
 ssize_t tier_msync(ferrite_fs *fs, void *addr, size_t len, int flags);
 ssize_t tier_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot);
 int tier_unmount(ferrite_fs *fs);
+/* The tier engine's table of calls (ops.c). */
+struct vfs_ops;
+extern const struct vfs_ops tier_ops;
 int tier_close(ferrite_fs *fs, int fd);
 int tier_dup(ferrite_fs *fs, int fd);
 off_t tier_lseek(ferrite_fs *fs, int fd, off_t offset, int whence);

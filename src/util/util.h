@@ -27,15 +27,6 @@
 #define FR_UNLIKELY(x)	    __builtin_expect(!!(x), 0)
 #define FR_HIDDEN	    __attribute__((visibility("hidden")))
 
-/* The first member of every engine's mounted-pool handle (ferrite_fs): the
- * C API (src/api) dispatches each call on it. Every engine's ferrite_dir
- * begins with its ferrite_fs pointer. */
-enum fr_engine { FR_ENGINE_PM = 0x504d4653, FR_ENGINE_TIER = 0x54494552 };
-struct fr_handle {
-	uint32_t engine; /* enum fr_engine */
-	uint32_t pad;
-};
-
 /* crc32c (Castagnoli), hardware-accelerated when the CPU has SSE4.2. */
 uint32_t fr_crc32c(uint32_t crc, const void *buf, size_t len);
 

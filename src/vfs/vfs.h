@@ -23,8 +23,15 @@
 #define FERRITE_VFS_H
 
 #include <pthread.h>
+#include <stddef.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+#include <sys/uio.h>
+#include <time.h>
 #include <stdint.h>
 #include <sys/types.h>
+
+#include "ferrite.h"
 
 #define VFS_PATH_MAX 4096
 
@@ -109,5 +116,114 @@ struct vfs_copy_io {
 ssize_t vfs_copy_file_range(const struct vfs_copy_io *io, struct vfs_file *in, mode_t in_type,
 			    struct vfs_file *out, mode_t out_type, int same_file, off_t *off_in,
 			    off_t *off_out, size_t len, unsigned flags);
+
+/* ---- engines (ops) -------------------------------------------------------- */
+
+/* An engine's calls, one per call of ferrite.h on a mounted pool (same
+ * names, same arguments): the C API (src/api) only looks them up. Each
+ * engine fills one table (fs/ops.c, tier/ops.c); its handle (ferrite_fs)
+ * begins with a struct vfs_handle naming it, and its directory streams
+ * (ferrite_dir) with their ferrite_fs pointer. */
+struct vfs_ops {
+	int (*get_tier_info)(ferrite_fs *fs, struct ferrite_tier_info *info);
+	int (*unmount)(ferrite_fs *fs);
+	int (*open)(ferrite_fs *fs, const char *path, int flags, mode_t mode);
+	int (*close)(ferrite_fs *fs, int fd);
+	int (*dup)(ferrite_fs *fs, int fd);
+	ssize_t (*read)(ferrite_fs *fs, int fd, void *buf, size_t count);
+	ssize_t (*write)(ferrite_fs *fs, int fd, const void *buf, size_t count);
+	ssize_t (*pread)(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset);
+	ssize_t (*pwrite)(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset);
+	ssize_t (*readv)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
+	ssize_t (*writev)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
+	ssize_t (*preadv)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt,
+			  off_t offset);
+	ssize_t (*pwritev)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt,
+			   off_t offset);
+	off_t (*lseek)(ferrite_fs *fs, int fd, off_t offset, int whence);
+	int (*ftruncate)(ferrite_fs *fs, int fd, off_t length);
+	int (*truncate)(ferrite_fs *fs, const char *path, off_t length);
+	int (*fallocate)(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len);
+	int (*fsync)(ferrite_fs *fs, int fd);
+	int (*fdatasync)(ferrite_fs *fs, int fd);
+	int (*stat)(ferrite_fs *fs, const char *path, struct stat *st);
+	int (*lstat)(ferrite_fs *fs, const char *path, struct stat *st);
+	int (*fstat)(ferrite_fs *fs, int fd, struct stat *st);
+	int (*statvfs)(ferrite_fs *fs, struct statvfs *sv);
+	int (*chmod)(ferrite_fs *fs, const char *path, mode_t mode);
+	int (*fchmod)(ferrite_fs *fs, int fd, mode_t mode);
+	int (*chown)(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
+	int (*lchown)(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
+	int (*fchown)(ferrite_fs *fs, int fd, uid_t uid, gid_t gid);
+	int (*utimens)(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags);
+	int (*futimens)(ferrite_fs *fs, int fd, const struct timespec times[2]);
+	int (*access)(ferrite_fs *fs, const char *path, int mode);
+	int (*mkdir)(ferrite_fs *fs, const char *path, mode_t mode);
+	int (*rmdir)(ferrite_fs *fs, const char *path);
+	int (*unlink)(ferrite_fs *fs, const char *path);
+	int (*rename)(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
+	int (*link)(ferrite_fs *fs, const char *oldpath, const char *newpath);
+	int (*symlink)(ferrite_fs *fs, const char *target, const char *linkpath);
+	ssize_t (*readlink)(ferrite_fs *fs, const char *path, char *buf, size_t size);
+	int (*openat)(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode);
+	int (*reopen)(ferrite_fs *fs, int fd, int flags);
+	int (*fstatat)(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags);
+	int (*faccessat)(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags);
+	int (*fchmodat)(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags);
+	int (*fchownat)(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid,
+			int flags);
+	int (*utimensat)(ferrite_fs *fs, int dirfd, const char *path,
+			 const struct timespec times[2], int flags);
+	int (*mkdirat)(ferrite_fs *fs, int dirfd, const char *path, mode_t mode);
+	int (*unlinkat)(ferrite_fs *fs, int dirfd, const char *path, int flags);
+	int (*renameat2)(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+			 const char *newpath, unsigned flags);
+	int (*linkat)(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
+		      const char *newpath, int flags);
+	int (*symlinkat)(ferrite_fs *fs, const char *target, int newdirfd, const char *linkpath);
+	ssize_t (*readlinkat)(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size);
+	int (*mknodat)(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev);
+	int (*fdopendir)(ferrite_fs *fs, int fd, ferrite_dir **out);
+	int (*getfl)(ferrite_fs *fs, int fd);
+	int (*setfl)(ferrite_fs *fs, int fd, int flags);
+	int (*set_link_prefix)(ferrite_fs *fs, const char *prefix);
+	ssize_t (*copy_file_range)(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out,
+				   off_t *off_out, size_t len, unsigned flags);
+	int (*opendir)(ferrite_fs *fs, const char *path, ferrite_dir **out);
+	int (*readdir)(ferrite_dir *dir, struct ferrite_dirent *ent);
+	int64_t (*telldir)(ferrite_dir *dir);
+	int (*seekdir)(ferrite_dir *dir, int64_t cookie);
+	int (*rewinddir)(ferrite_dir *dir);
+	int (*closedir)(ferrite_dir *dir);
+	int (*get_info)(ferrite_fs *fs, struct ferrite_info *info);
+	int (*inode_info)(ferrite_fs *fs, uint64_t ino, struct ferrite_inode_info *out);
+	int (*inode_extents)(ferrite_fs *fs, uint64_t ino,
+			     int (*cb)(void *arg, const struct ferrite_extent *ext), void *arg);
+	ssize_t (*fgetxattr)(ferrite_fs *fs, int fd, const char *name, void *value, size_t size);
+	int (*fsetxattr)(ferrite_fs *fs, int fd, const char *name, const void *value, size_t size,
+			 int flags);
+	ssize_t (*flistxattr)(ferrite_fs *fs, int fd, char *list, size_t size);
+	int (*fremovexattr)(ferrite_fs *fs, int fd, const char *name);
+	ssize_t (*getxattrat)(ferrite_fs *fs, int dirfd, const char *path, int flags,
+			      const char *name, void *value, size_t size);
+	int (*setxattrat)(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
+			  const void *value, size_t size, int xattr_flags);
+	ssize_t (*listxattrat)(ferrite_fs *fs, int dirfd, const char *path, int flags, char *list,
+			       size_t size);
+	int (*removexattrat)(ferrite_fs *fs, int dirfd, const char *path, int flags,
+			     const char *name);
+	int (*mmap)(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags,
+		    off_t offset, void **out);
+	ssize_t (*munmap)(ferrite_fs *fs, void *addr, size_t len);
+	ssize_t (*msync)(ferrite_fs *fs, void *addr, size_t len, int flags);
+	ssize_t (*mprotect)(ferrite_fs *fs, void *addr, size_t len, int prot);
+	int (*mmap_pinned)(ferrite_fs *fs, int fd, off_t from, off_t len);
+	int (*mmap_shrink)(ferrite_fs *fs, int fd, off_t newsize);
+	int (*mmap_refresh)(ferrite_fs *fs, int fd);
+};
+
+struct vfs_handle {
+	const struct vfs_ops *ops;
+};
 
 #endif

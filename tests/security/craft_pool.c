@@ -116,7 +116,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "craft_pool: %s: %s\n", argv[1], ferrite_errmsg());
 		return 1;
 	}
-	if (fs->h.engine != FR_ENGINE_PM) {
+	if (fs->h.ops != &pmfs_ops) {
 		fprintf(stderr, "craft_pool: %s: not a plain (pm) pool\n", argv[1]);
 		ferrite_unmount(fs);
 		return 1;
