@@ -60,14 +60,14 @@ struct tier_file *tf_lookup(struct tier *t, uint64_t ino)
 	return NULL;
 }
 
-static void hash_insert(struct tier *t, struct tier_file *tf)
+void tf_hash_insert(struct tier *t, struct tier_file *tf)
 {
 	uint64_t s = ino_slot(t, tf->ino);
 	tf->hnext = t->ino_hash[s];
 	t->ino_hash[s] = tf;
 }
 
-static void hash_remove(struct tier *t, struct tier_file *tf)
+void tf_hash_remove(struct tier *t, struct tier_file *tf)
 {
 	for (struct tier_file **p = &t->ino_hash[ino_slot(t, tf->ino)]; *p; p = &(*p)->hnext)
 		if (*p == tf) {
@@ -236,7 +236,7 @@ int tier_files_init(struct tier *t)
 		t->files[fid] = tf;
 		closed_add(t, tf);
 		if (r->r_state == REC_LIVE)
-			hash_insert(t, tf);
+			tf_hash_insert(t, tf);
 		int b = bucket_of(r->r_size);
 		t->buckets[b]++;
 		tf->bucket = b;
@@ -300,7 +300,7 @@ int64_t tier_btime(int fd)
 }
 
 /* Stores a record's path (flushed, not fenced). */
-static void rec_store_path(struct tier_rec *r, const char *path)
+void tier_rec_store_path(struct tier_rec *r, const char *path)
 {
 	size_t n = strlen(path);
 	if (n > TIER_PATH_MAX) {
@@ -428,7 +428,7 @@ void rec_free(struct tier *t, struct tier_file *tf)
 	/* By identity, not by number: two records may name one inode (the
 	 * number was taken again), and a freed file left in the chain would
 	 * be found by the next lookup. */
-	hash_remove(t, tf);
+	tf_hash_remove(t, tf);
 	if (tf->bucket >= 0)
 		t->buckets[tf->bucket]--;
 	tf->bucket = -1;
@@ -526,7 +526,7 @@ static int tf_get_or_create_at(struct tier *t, int kfd, uint64_t ino, struct tie
 	pm_flush(r, offsetof(struct tier_rec, r_path));
 	char path[4096];
 	if (tier_relpath(t, kfd, NULL, path, sizeof path) == 0)
-		rec_store_path(r, path);
+		tier_rec_store_path(r, path);
 	else
 		pm_store4(&r->r_pathlen, 0);
 	pm_store8(&t->th->th_key_next, key + stride);
@@ -537,7 +537,7 @@ static int tf_get_or_create_at(struct tier *t, int kfd, uint64_t ino, struct tie
 	tf->opens = 1;
 	tf->refs++; /* the open's */
 	t->files[fid] = tf;
-	hash_insert(t, tf);
+	tf_hash_insert(t, tf);
 	int b = bucket_of((uint64_t)st.st_size);
 	t->buckets[b]++;
 	tf->bucket = b;
@@ -615,7 +615,7 @@ static int handle_file_ok(struct tier *t, const struct tier_rec *r, int fd)
 
 /* Opens the record's file by handle or by path, checking its identity.
  * -ENOENT: not there (removed, or never made durable). */
-static int rec_open(struct tier *t, uint32_t fid, int flags)
+int tier_rec_open(struct tier *t, uint32_t fid, int flags)
 {
 	const struct tier_rec *r = &t->recs[fid];
 	/* Checked at mount (K2); read again here, so bounded again here. */
@@ -663,7 +663,7 @@ static int rec_open(struct tier *t, uint32_t fid, int flags)
  * made it read-only): chmod u+w for the open, then back. */
 static int open_readonly_file(struct tier *t, uint32_t fid, int flags)
 {
-	int pfd = rec_open(t, fid, O_PATH);
+	int pfd = tier_rec_open(t, fid, O_PATH);
 	if (pfd < 0)
 		return pfd;
 	struct stat st;
@@ -696,7 +696,7 @@ int tf_wfd(struct tier *t, struct tier_file *tf, int direct)
 	fd = *slot;
 	if (fd < 0) {
 		int flags = O_RDWR | (direct ? O_DIRECT : 0);
-		fd = rec_open(t, tf->fid, flags);
+		fd = tier_rec_open(t, tf->fid, flags);
 		if (fd == -EACCES || fd == -EPERM)
 			fd = open_readonly_file(t, tf->fid, flags);
 		if (fd >= 0) {
@@ -741,7 +741,7 @@ void tier_rec_moved(struct tier *t, const struct tier_move *mv, int n)
 					 (int)(r->r_path + r->r_pathlen - rest), rest);
 			if (k < 0 || (size_t)k >= sizeof path)
 				path[0] = 0;
-			rec_store_path(r, path);
+			tier_rec_store_path(r, path);
 			any = 1;
 			break;
 		}
@@ -776,279 +776,5 @@ int tier_sync_meta(struct tier *t, struct tier_file *tf)
 	}
 	pm_store4(&r->r_flags, r->r_flags & ~REC_META_STALE);
 	pm_persist(&r->r_flags, 4);
-	return 0;
-}
-
-/* ---- after a crash ------------------------------------------------------------------- */
-
-static int lost_found_fd(struct tier *t)
-{
-	if (tsys_mkdirat(t->root_fd, ".ferrite-lost+found", 0700) != 0 && errno != EEXIST)
-		return -errno;
-	int fd =
-	    tsys_openat(t->root_fd, ".ferrite-lost+found", O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
-	return fd < 0 ? -errno : fd;
-}
-
-/* A LIVE record whose file cannot be found: its data was acknowledged, so
- * the file is made again at its path if that is free, else in
- * .ferrite-lost+found (named after the record). */
-static int rec_remake(struct tier *t, uint32_t fid, struct tier_file *tf)
-{
-	int held = tier_writeback_held(t, "making a lost file again");
-	if (held)
-		return held;
-	struct tier_rec *r = &t->recs[fid];
-	char path[TIER_PATH_MAX + 64];
-	int fd = -1;
-	if (tier_rec_path_ok(r)) {
-		memcpy(path, r->r_path, r->r_pathlen);
-		path[r->r_pathlen] = 0;
-		fd = tier_open_beneath(t->root_fd, path, O_RDWR | O_CREAT | O_EXCL, 0600);
-	}
-	if (fd < 0) {
-		int lf = lost_found_fd(t);
-		if (lf < 0)
-			return lf;
-		snprintf(path, sizeof path, ".ferrite-lost+found/file-%u-%llu", fid,
-			 (unsigned long long)r->r_ino);
-		fd = tsys_openat(t->root_fd, path,
-				 O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-		close(lf);
-		if (fd < 0)
-			return -errno;
-		fprintf(stderr,
-			"ferrite: a file with data in the cache was not found in %s; "
-			"its data is in %s/%s\n",
-			t->backing, t->backing, path);
-	}
-	struct stat st;
-	if (fstat(fd, &st) != 0) {
-		close(fd);
-		return -errno;
-	}
-	pthread_mutex_lock(&t->files_lock);
-	hash_remove(t, tf); /* by identity: another record may share the number */
-	tf->ino = (uint64_t)st.st_ino;
-	hash_insert(t, tf);
-	pthread_mutex_unlock(&t->files_lock);
-	pm_store8(&r->r_ino, (uint64_t)st.st_ino);
-	pm_store8(&r->r_btime, (uint64_t)tier_btime(fd));
-	pm_store4(&r->r_hlen, 0);
-	pm_flush(r, 128);
-	rec_store_path(r, path);
-	pm_store4(&r->r_flags, r->r_flags | REC_META_STALE);
-	pm_flush(&r->r_flags, 4);
-	pm_fence();
-	tf->wfd = fd;
-	t->nwfd++;
-	/* The new file is empty: what the cache holds clean is now only there
-	 * (C1), so it is written back like any dirty chunk. */
-	tier_cache_redirty_file(t, tf);
-	return 0;
-}
-
-/* ---- finding files by inode number (recovery's last resort) ------------------------- */
-
-struct want {
-	uint64_t ino;
-	int64_t btime;
-	uint32_t fid;
-	char *found; /* relative path, once found */
-};
-
-static int want_cmp(const void *a, const void *b)
-{
-	uint64_t x = ((const struct want *)a)->ino, y = ((const struct want *)b)->ino;
-	return x < y ? -1 : x > y;
-}
-
-/* The entry of record fid among those wanting inode ino (two records may
- * name one number: a damaged one, or one taken again), NULL if none. */
-static struct want *want_of(struct want *w, size_t nw, uint64_t ino, uint32_t fid)
-{
-	struct want key = {.ino = ino};
-	struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
-	while (hit && hit > w && hit[-1].ino == ino)
-		hit--;
-	for (; hit && hit < w + nw && hit->ino == ino; hit++)
-		if (hit->fid == fid)
-			return hit;
-	return NULL;
-}
-
-/* Walks the tree below dirfd (path rel, same file system) for the wanted
- * inodes; stops when none is left. */
-static void walk_for(int dirfd, char *rel, size_t rlen, dev_t dev, struct want *w, size_t nw,
-		     size_t *left, int depth)
-{
-	if (!*left || depth > 512)
-		return;
-	int fd = dup(dirfd);
-	DIR *d = fd >= 0 ? tsys_fdopendir(fd) : NULL;
-	if (!d) {
-		if (fd >= 0)
-			close(fd);
-		return;
-	}
-	struct dirent *e;
-	while (*left && (e = tsys_readdir(d))) {
-		if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, ".."))
-			continue;
-		size_t nl = strlen(e->d_name);
-		if (rlen + nl + 2 >= 4096)
-			continue;
-		struct stat st;
-		if (tsys_fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 ||
-		    st.st_dev != dev)
-			continue;
-		char *end = rel + rlen;
-		snprintf(end, 4096 - rlen, "%s%s", rlen ? "/" : "", e->d_name);
-		if (S_ISDIR(st.st_mode)) {
-			int sub = tsys_openat(dirfd, e->d_name,
-					      O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC, 0);
-			if (sub >= 0) {
-				walk_for(sub, rel, strlen(rel), dev, w, nw, left, depth + 1);
-				close(sub);
-			}
-		} else if (S_ISREG(st.st_mode)) {
-			struct want key = {.ino = (uint64_t)st.st_ino};
-			struct want *hit = bsearch(&key, w, nw, sizeof(*w), want_cmp);
-			if (hit && !hit->found) {
-				int f = tsys_openat(dirfd, e->d_name,
-						    O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
-				int64_t bt = f >= 0 ? tier_btime(f) : 0;
-				if (f >= 0)
-					close(f);
-				if (!hit->btime || !bt || bt == hit->btime) {
-					hit->found = strdup(rel);
-					(*left)--;
-				}
-			}
-		}
-		*end = 0;
-	}
-	tsys_closedir(d);
-}
-
-/* Records that are LIVE but whose file neither handle nor path finds (a crash
- * between a rename and its record's update): look for their inodes. */
-static void find_lost(struct tier *t, struct want *w, size_t nw)
-{
-	if (!nw)
-		return;
-	qsort(w, nw, sizeof(*w), want_cmp);
-	struct stat st;
-	if (fstat(t->root_fd, &st) != 0)
-		return;
-	char rel[4096] = "";
-	size_t left = nw;
-	walk_for(t->root_fd, rel, 0, st.st_dev, w, nw, &left, 0);
-}
-
-/* The record's path, made that of the file fd names if it is not. */
-static void refresh_path(struct tier *t, struct tier_rec *r, int fd)
-{
-	char rel[4096 + 256];
-	if (tier_relpath(t, fd, NULL, rel, sizeof rel) != 0 || strstr(rel, " (deleted)"))
-		return;
-	size_t n = strlen(rel);
-	if (r->r_pathlen == n && tier_rec_path_ok(r) && !memcmp(r->r_path, rel, n))
-		return;
-	rec_store_path(r, rel);
-	pm_fence();
-}
-
-int tier_files_recover(struct tier *t)
-{
-	struct want *w = calloc(t->nrecs, sizeof(*w));
-	size_t nw = 0;
-	if (!w)
-		return -ENOMEM;
-	for (int pass = 0; pass < 2; pass++) {
-		if (pass == 1) {
-			find_lost(t, w, nw);
-			if (!nw)
-				break;
-		}
-		for (uint32_t fid = 1; fid < t->nrecs; fid++) {
-			struct tier_rec *r = &t->recs[fid];
-			struct tier_file *tf = t->files[fid];
-			if (r->r_state == REC_FREE || !tf)
-				continue;
-			int fd = -ENOENT;
-			if (pass == 0) {
-				fd = rec_open(t, fid, O_PATH);
-			} else {
-				struct want *hit = want_of(w, nw, r->r_ino, fid);
-				if (!hit)
-					continue; /* settled in the first pass */
-				if (hit->found)
-					fd = tsys_openat(t->root_fd, hit->found,
-							 O_PATH | O_NOFOLLOW | O_CLOEXEC, 0);
-				if (fd < 0)
-					fd = -ENOENT;
-			}
-			struct stat st = {0};
-			int present = fd >= 0 && fstat(fd, &st) == 0 && st.st_nlink > 0;
-			if (present && r->r_state == REC_LIVE)
-				refresh_path(t, r, fd);
-			if (fd >= 0)
-				close(fd);
-			if (!present && pass == 0 && r->r_state == REC_LIVE) {
-				w[nw++] = (struct want){r->r_ino, r->r_btime, fid, NULL};
-				continue; /* the second pass looks for it */
-			}
-			if (r->r_state == REC_DYING || r->r_state == REC_ORPHAN) {
-				if (present) { /* the removal did not happen, or did not last */
-					rec_set_state(t, fid, REC_LIVE);
-					pthread_mutex_lock(&t->files_lock);
-					if (!tf_lookup(t, tf->ino))
-						hash_insert(t, tf);
-					pthread_mutex_unlock(&t->files_lock);
-				} else {
-					tier_cache_drop_file(t, tf);
-					pthread_mutex_lock(&t->files_lock);
-					rec_free(t, tf);
-					pthread_mutex_unlock(&t->files_lock);
-				}
-				continue;
-			}
-			if (!present) {
-				if (__atomic_load_n(&tf->nvalid, __ATOMIC_RELAXED) == 0 &&
-				    !r->r_size) {
-					pthread_mutex_lock(&t->files_lock);
-					rec_free(t, tf);
-					pthread_mutex_unlock(&t->files_lock);
-					continue;
-				}
-				int rc = rec_remake(t, fid, tf);
-				if (rc) {
-					for (size_t i = 0; i < nw; i++)
-						free(w[i].found);
-					free(w);
-					return fr_err(
-					    rc, "cannot recreate a file of the cache in %s: %s",
-					    t->backing, strerror(-rc));
-				}
-				continue;
-			}
-			/* C3: nothing of the backing file beyond the record's size. */
-			if ((uint64_t)st.st_size > r->r_size) {
-				pm_store4(&r->r_flags, r->r_flags | REC_META_STALE);
-				pm_persist(&r->r_flags, 4);
-				int rc = tier_sync_meta(t, tf);
-				if (rc) {
-					for (size_t i = 0; i < nw; i++)
-						free(w[i].found);
-					free(w);
-					return rc;
-				}
-			}
-		}
-	}
-	for (size_t i = 0; i < nw; i++)
-		free(w[i].found);
-	free(w);
 	return 0;
 }

@@ -316,6 +316,12 @@ void tier_note_ctime(struct tier *t, int fd);
 void rec_free(struct tier *t, struct tier_file *tf);
 /* Recovery and unmount: make the backing file's size and mtime the record's. */
 int tier_sync_meta(struct tier *t, struct tier_file *tf);
+/* files.c, for files_recover.c: the inode hash, a record's path, opening
+ * a record's backing file (F4). */
+void tf_hash_insert(struct tier *t, struct tier_file *tf);
+void tf_hash_remove(struct tier *t, struct tier_file *tf);
+void tier_rec_store_path(struct tier_rec *r, const char *path);
+int tier_rec_open(struct tier *t, uint32_t fid, int flags);
 /* Mount: settle records left DYING or ORPHAN by a crash, reopen the others. */
 int tier_files_recover(struct tier *t);
 
