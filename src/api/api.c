@@ -23,6 +23,19 @@ static inline const struct vfs_ops *OPS(ferrite_fs *fs)
 	return fs ? ((const struct vfs_handle *)fs)->ops : &pmfs_ops;
 }
 
+/* The argument checks every engine would make alike. */
+static int api_fail(int rc)
+{
+	fr_err_clear();
+	return fr_err_finish(rc);
+}
+
+static ssize_t negative_offset(void)
+{
+	fr_err_clear();
+	return fr_err_finish(fr_err(-EINVAL, "negative offset"));
+}
+
 /* A directory stream begins with its ferrite_fs pointer. */
 static inline const struct vfs_ops *DIR_OPS(ferrite_dir *dir)
 {
@@ -69,7 +82,7 @@ int ferrite_unmount(ferrite_fs *fs)
 
 int ferrite_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
 {
-	return OPS(fs)->open(fs, path, flags, mode);
+	return OPS(fs)->openat(fs, FERRITE_AT_ROOT, path, flags, mode);
 }
 
 int ferrite_close(ferrite_fs *fs, int fd)
@@ -84,42 +97,44 @@ int ferrite_dup(ferrite_fs *fs, int fd)
 
 ssize_t ferrite_read(ferrite_fs *fs, int fd, void *buf, size_t count)
 {
-	return OPS(fs)->read(fs, fd, buf, count);
+	return OPS(fs)->rw(fs, fd, &(struct iovec){buf, count}, 1, -1, 0);
 }
 
 ssize_t ferrite_write(ferrite_fs *fs, int fd, const void *buf, size_t count)
 {
-	return OPS(fs)->write(fs, fd, buf, count);
+	return OPS(fs)->rw(fs, fd, &(struct iovec){(void *)buf, count}, 1, -1, 1);
 }
 
 ssize_t ferrite_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset)
 {
-	return OPS(fs)->pread(fs, fd, buf, count, offset);
+	return offset < 0 ? negative_offset()
+			  : OPS(fs)->rw(fs, fd, &(struct iovec){buf, count}, 1, offset, 0);
 }
 
 ssize_t ferrite_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset)
 {
-	return OPS(fs)->pwrite(fs, fd, buf, count, offset);
+	return offset < 0 ? negative_offset()
+			  : OPS(fs)->rw(fs, fd, &(struct iovec){(void *)buf, count}, 1, offset, 1);
 }
 
 ssize_t ferrite_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
 {
-	return OPS(fs)->readv(fs, fd, iov, iovcnt);
+	return OPS(fs)->rw(fs, fd, iov, iovcnt, -1, 0);
 }
 
 ssize_t ferrite_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
 {
-	return OPS(fs)->writev(fs, fd, iov, iovcnt);
+	return OPS(fs)->rw(fs, fd, iov, iovcnt, -1, 1);
 }
 
 ssize_t ferrite_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
 {
-	return OPS(fs)->preadv(fs, fd, iov, iovcnt, offset);
+	return offset < 0 ? negative_offset() : OPS(fs)->rw(fs, fd, iov, iovcnt, offset, 0);
 }
 
 ssize_t ferrite_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
 {
-	return OPS(fs)->pwritev(fs, fd, iov, iovcnt, offset);
+	return offset < 0 ? negative_offset() : OPS(fs)->rw(fs, fd, iov, iovcnt, offset, 1);
 }
 
 off_t ferrite_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
@@ -149,17 +164,17 @@ int ferrite_fsync(ferrite_fs *fs, int fd)
 
 int ferrite_fdatasync(ferrite_fs *fs, int fd)
 {
-	return OPS(fs)->fdatasync(fs, fd);
+	return OPS(fs)->fsync(fs, fd); /* the data is the metadata's too */
 }
 
 int ferrite_stat(ferrite_fs *fs, const char *path, struct stat *st)
 {
-	return OPS(fs)->stat(fs, path, st);
+	return OPS(fs)->fstatat(fs, FERRITE_AT_ROOT, path, st, 0);
 }
 
 int ferrite_lstat(ferrite_fs *fs, const char *path, struct stat *st)
 {
-	return OPS(fs)->lstat(fs, path, st);
+	return OPS(fs)->fstatat(fs, FERRITE_AT_ROOT, path, st, AT_SYMLINK_NOFOLLOW);
 }
 
 int ferrite_fstat(ferrite_fs *fs, int fd, struct stat *st)
@@ -174,7 +189,7 @@ int ferrite_statvfs(ferrite_fs *fs, struct statvfs *sv)
 
 int ferrite_chmod(ferrite_fs *fs, const char *path, mode_t mode)
 {
-	return OPS(fs)->chmod(fs, path, mode);
+	return OPS(fs)->fchmodat(fs, FERRITE_AT_ROOT, path, mode, 0);
 }
 
 int ferrite_fchmod(ferrite_fs *fs, int fd, mode_t mode)
@@ -184,12 +199,12 @@ int ferrite_fchmod(ferrite_fs *fs, int fd, mode_t mode)
 
 int ferrite_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
 {
-	return OPS(fs)->chown(fs, path, uid, gid);
+	return OPS(fs)->fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, 0);
 }
 
 int ferrite_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
 {
-	return OPS(fs)->lchown(fs, path, uid, gid);
+	return OPS(fs)->fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, AT_SYMLINK_NOFOLLOW);
 }
 
 int ferrite_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
@@ -199,7 +214,11 @@ int ferrite_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
 
 int ferrite_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
 {
-	return OPS(fs)->utimens(fs, path, times, flags);
+	if (flags & ~AT_SYMLINK_NOFOLLOW)
+		return api_fail(-EINVAL);
+	if (!path)
+		return api_fail(-EFAULT);
+	return OPS(fs)->utimensat(fs, FERRITE_AT_ROOT, path, times, flags);
 }
 
 int ferrite_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
@@ -209,42 +228,44 @@ int ferrite_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 
 int ferrite_access(ferrite_fs *fs, const char *path, int mode)
 {
-	return OPS(fs)->access(fs, path, mode);
+	return OPS(fs)->faccessat(fs, FERRITE_AT_ROOT, path, mode, 0);
 }
 
 int ferrite_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
 {
-	return OPS(fs)->mkdir(fs, path, mode);
+	return OPS(fs)->mkdirat(fs, FERRITE_AT_ROOT, path, mode);
 }
 
 int ferrite_rmdir(ferrite_fs *fs, const char *path)
 {
-	return OPS(fs)->rmdir(fs, path);
+	return OPS(fs)->unlinkat(fs, FERRITE_AT_ROOT, path, AT_REMOVEDIR);
 }
 
 int ferrite_unlink(ferrite_fs *fs, const char *path)
 {
-	return OPS(fs)->unlink(fs, path);
+	return OPS(fs)->unlinkat(fs, FERRITE_AT_ROOT, path, 0);
 }
 
 int ferrite_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
 {
-	return OPS(fs)->rename(fs, oldpath, newpath, flags);
+	return OPS(fs)->renameat2(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, flags);
 }
 
 int ferrite_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
 {
-	return OPS(fs)->link(fs, oldpath, newpath);
+	return OPS(fs)->linkat(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, 0);
 }
 
 int ferrite_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
 {
-	return OPS(fs)->symlink(fs, target, linkpath);
+	return OPS(fs)->symlinkat(fs, target, FERRITE_AT_ROOT, linkpath);
 }
 
 ssize_t ferrite_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
 {
-	return OPS(fs)->readlink(fs, path, buf, size);
+	if (!path)
+		return api_fail(-EFAULT);
+	return OPS(fs)->readlinkat(fs, FERRITE_AT_ROOT, path, buf, size);
 }
 
 int ferrite_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)

@@ -75,16 +75,6 @@ int pmfs_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, i
 	return api_end(rc);
 }
 
-int pmfs_stat(ferrite_fs *fs, const char *path, struct stat *st)
-{
-	return pmfs_fstatat(fs, FERRITE_AT_ROOT, path, st, 0);
-}
-
-int pmfs_lstat(ferrite_fs *fs, const char *path, struct stat *st)
-{
-	return pmfs_fstatat(fs, FERRITE_AT_ROOT, path, st, AT_SYMLINK_NOFOLLOW);
-}
-
 int pmfs_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags)
 {
 	CHECK_FS(fs);
@@ -98,11 +88,6 @@ int pmfs_faccessat(ferrite_fs *fs, int dirfd, const char *path, int mode, int fl
 		at_end(fs, held);
 	}
 	return api_end(rc);
-}
-
-int pmfs_access(ferrite_fs *fs, const char *path, int mode)
-{
-	return pmfs_faccessat(fs, FERRITE_AT_ROOT, path, mode, 0);
 }
 
 int pmfs_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags)
@@ -121,11 +106,6 @@ int pmfs_fchmodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int 
 	return api_end(rc);
 }
 
-int pmfs_chmod(ferrite_fs *fs, const char *path, mode_t mode)
-{
-	return pmfs_fchmodat(fs, FERRITE_AT_ROOT, path, mode, 0);
-}
-
 int pmfs_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags)
 {
 	CHECK_FS(fs);
@@ -139,16 +119,6 @@ int pmfs_fchownat(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t 
 		at_end(fs, held);
 	}
 	return api_end(rc);
-}
-
-int pmfs_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
-{
-	return pmfs_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, 0);
-}
-
-int pmfs_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
-{
-	return pmfs_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, AT_SYMLINK_NOFOLLOW);
 }
 
 int pmfs_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct timespec times[2],
@@ -167,19 +137,6 @@ int pmfs_utimensat(ferrite_fs *fs, int dirfd, const char *path, const struct tim
 		at_end(fs, held);
 	}
 	return api_end(rc);
-}
-
-int pmfs_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
-{
-	if (flags & ~AT_SYMLINK_NOFOLLOW) {
-		fr_err_clear();
-		return api_end(-EINVAL);
-	}
-	if (!path) {
-		fr_err_clear();
-		return api_end(-EFAULT);
-	}
-	return pmfs_utimensat(fs, FERRITE_AT_ROOT, path, times, flags);
 }
 
 int pmfs_mknodat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev)
@@ -201,11 +158,6 @@ int pmfs_mkdirat(ferrite_fs *fs, int dirfd, const char *path, mode_t mode)
 	return pmfs_mknodat(fs, dirfd, path, S_IFDIR | (mode & 07777), 0);
 }
 
-int pmfs_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
-{
-	return pmfs_mkdirat(fs, FERRITE_AT_ROOT, path, mode);
-}
-
 int pmfs_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
 {
 	CHECK_FS(fs);
@@ -218,16 +170,6 @@ int pmfs_unlinkat(ferrite_fs *fs, int dirfd, const char *path, int flags)
 		rc = (flags & AT_REMOVEDIR) ? fs_rmdir(fs, at, path) : fs_unlink(fs, at, path);
 	at_end(fs, held);
 	return api_end(rc);
-}
-
-int pmfs_rmdir(ferrite_fs *fs, const char *path)
-{
-	return pmfs_unlinkat(fs, FERRITE_AT_ROOT, path, AT_REMOVEDIR);
-}
-
-int pmfs_unlink(ferrite_fs *fs, const char *path)
-{
-	return pmfs_unlinkat(fs, FERRITE_AT_ROOT, path, 0);
 }
 
 int pmfs_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
@@ -244,11 +186,6 @@ int pmfs_renameat2(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdir
 	at_end(fs, nheld);
 	at_end(fs, oheld);
 	return api_end(rc);
-}
-
-int pmfs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
-{
-	return pmfs_renameat2(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, flags);
 }
 
 int pmfs_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
@@ -271,11 +208,6 @@ int pmfs_linkat(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
 	return api_end(rc);
 }
 
-int pmfs_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
-{
-	return pmfs_linkat(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, 0);
-}
-
 int pmfs_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const char *linkpath)
 {
 	CHECK_FS(fs);
@@ -286,11 +218,6 @@ int pmfs_symlinkat(ferrite_fs *fs, const char *target, int newdirfd, const char 
 		rc = fs_symlink(fs, target, at, linkpath);
 	at_end(fs, held);
 	return api_end(rc);
-}
-
-int pmfs_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
-{
-	return pmfs_symlinkat(fs, target, FERRITE_AT_ROOT, linkpath);
 }
 
 ssize_t pmfs_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size)
@@ -309,15 +236,6 @@ ssize_t pmfs_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, 
 		n = fs_readlink(fs, at, n == 1 ? NULL : path, buf, size);
 	at_end(fs, held);
 	return api_end_ss(n);
-}
-
-ssize_t pmfs_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
-{
-	if (!path) {
-		fr_err_clear();
-		return api_end(-EFAULT);
-	}
-	return pmfs_readlinkat(fs, FERRITE_AT_ROOT, path, buf, size);
 }
 
 const char *ferrite_errmsg(void)

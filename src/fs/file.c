@@ -240,11 +240,6 @@ int pmfs_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t m
 	API_RETURN(rc ? rc : fs_open_ino(fs, ino, flags));
 }
 
-int pmfs_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
-{
-	return pmfs_openat(fs, FERRITE_AT_ROOT, path, flags, mode);
-}
-
 int pmfs_reopen(ferrite_fs *fs, int fd, int flags)
 {
 	API_BEGIN();
@@ -427,64 +422,13 @@ static ssize_t do_write(ferrite_fs *fs, int fd, const struct iovec *iov, int iov
 	return n;
 }
 
-ssize_t pmfs_read(ferrite_fs *fs, int fd, void *buf, size_t count)
+ssize_t pmfs_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off, int write)
 {
 	API_BEGIN();
-	struct iovec v = {buf, count};
-	return finish_ss(do_read(fs, fd, &v, 1, -1));
-}
-
-ssize_t pmfs_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset)
-{
-	API_BEGIN();
-	if (offset < 0)
+	if (off < -1)
 		return finish_ss(-EINVAL);
-	struct iovec v = {buf, count};
-	return finish_ss(do_read(fs, fd, &v, 1, offset));
-}
-
-ssize_t pmfs_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
-{
-	API_BEGIN();
-	return finish_ss(do_read(fs, fd, iov, iovcnt, -1));
-}
-
-ssize_t pmfs_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
-{
-	API_BEGIN();
-	if (offset < 0)
-		return finish_ss(-EINVAL);
-	return finish_ss(do_read(fs, fd, iov, iovcnt, offset));
-}
-
-ssize_t pmfs_write(ferrite_fs *fs, int fd, const void *buf, size_t count)
-{
-	API_BEGIN();
-	struct iovec v = {(void *)buf, count};
-	return finish_ss(do_write(fs, fd, &v, 1, -1));
-}
-
-ssize_t pmfs_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset)
-{
-	API_BEGIN();
-	if (offset < 0)
-		return finish_ss(-EINVAL);
-	struct iovec v = {(void *)buf, count};
-	return finish_ss(do_write(fs, fd, &v, 1, offset));
-}
-
-ssize_t pmfs_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
-{
-	API_BEGIN();
-	return finish_ss(do_write(fs, fd, iov, iovcnt, -1));
-}
-
-ssize_t pmfs_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
-{
-	API_BEGIN();
-	if (offset < 0)
-		return finish_ss(-EINVAL);
-	return finish_ss(do_write(fs, fd, iov, iovcnt, offset));
+	return finish_ss(write ? do_write(fs, fd, iov, iovcnt, off)
+			       : do_read(fs, fd, iov, iovcnt, off));
 }
 
 off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
@@ -612,11 +556,6 @@ int pmfs_fsync(ferrite_fs *fs, int fd)
 	int rc = (of->f.flags & O_PATH) ? -EBADF : 0;
 	of_put(fs, of);
 	API_RETURN(rc);
-}
-
-int pmfs_fdatasync(ferrite_fs *fs, int fd)
-{
-	return pmfs_fsync(fs, fd);
 }
 
 int pmfs_fstat(ferrite_fs *fs, int fd, struct stat *st)

@@ -38,11 +38,6 @@ static int pm_unmount(ferrite_fs *fs)
 	return pmfs_unmount(fs);
 }
 
-static int pm_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
-{
-	return PM_CALL(fs, pmfs_open(fs, path, flags, mode));
-}
-
 static int pm_close(ferrite_fs *fs, int fd)
 {
 	return PM_CALL(fs, pmfs_close(fs, fd));
@@ -51,46 +46,6 @@ static int pm_close(ferrite_fs *fs, int fd)
 static int pm_dup(ferrite_fs *fs, int fd)
 {
 	return PM_CALL(fs, pmfs_dup(fs, fd));
-}
-
-static ssize_t pm_read(ferrite_fs *fs, int fd, void *buf, size_t count)
-{
-	return PM_CALL(fs, pmfs_read(fs, fd, buf, count));
-}
-
-static ssize_t pm_write(ferrite_fs *fs, int fd, const void *buf, size_t count)
-{
-	return PM_CALL(fs, pmfs_write(fs, fd, buf, count));
-}
-
-static ssize_t pm_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset)
-{
-	return PM_CALL(fs, pmfs_pread(fs, fd, buf, count, offset));
-}
-
-static ssize_t pm_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset)
-{
-	return PM_CALL(fs, pmfs_pwrite(fs, fd, buf, count, offset));
-}
-
-static ssize_t pm_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
-{
-	return PM_CALL(fs, pmfs_readv(fs, fd, iov, iovcnt));
-}
-
-static ssize_t pm_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
-{
-	return PM_CALL(fs, pmfs_writev(fs, fd, iov, iovcnt));
-}
-
-static ssize_t pm_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
-{
-	return PM_CALL(fs, pmfs_preadv(fs, fd, iov, iovcnt, offset));
-}
-
-static ssize_t pm_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
-{
-	return PM_CALL(fs, pmfs_pwritev(fs, fd, iov, iovcnt, offset));
 }
 
 static off_t pm_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
@@ -118,21 +73,6 @@ static int pm_fsync(ferrite_fs *fs, int fd)
 	return PM_CALL(fs, pmfs_fsync(fs, fd));
 }
 
-static int pm_fdatasync(ferrite_fs *fs, int fd)
-{
-	return PM_CALL(fs, pmfs_fdatasync(fs, fd));
-}
-
-static int pm_stat(ferrite_fs *fs, const char *path, struct stat *st)
-{
-	return PM_CALL(fs, pmfs_stat(fs, path, st));
-}
-
-static int pm_lstat(ferrite_fs *fs, const char *path, struct stat *st)
-{
-	return PM_CALL(fs, pmfs_lstat(fs, path, st));
-}
-
 static int pm_fstat(ferrite_fs *fs, int fd, struct stat *st)
 {
 	return PM_CALL(fs, pmfs_fstat(fs, fd, st));
@@ -143,24 +83,9 @@ static int pm_statvfs(ferrite_fs *fs, struct statvfs *sv)
 	return PM_CALL(fs, pmfs_statvfs(fs, sv));
 }
 
-static int pm_chmod(ferrite_fs *fs, const char *path, mode_t mode)
-{
-	return PM_CALL(fs, pmfs_chmod(fs, path, mode));
-}
-
 static int pm_fchmod(ferrite_fs *fs, int fd, mode_t mode)
 {
 	return PM_CALL(fs, pmfs_fchmod(fs, fd, mode));
-}
-
-static int pm_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
-{
-	return PM_CALL(fs, pmfs_chown(fs, path, uid, gid));
-}
-
-static int pm_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
-{
-	return PM_CALL(fs, pmfs_lchown(fs, path, uid, gid));
 }
 
 static int pm_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
@@ -168,54 +93,9 @@ static int pm_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
 	return PM_CALL(fs, pmfs_fchown(fs, fd, uid, gid));
 }
 
-static int pm_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
-{
-	return PM_CALL(fs, pmfs_utimens(fs, path, times, flags));
-}
-
 static int pm_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 {
 	return PM_CALL(fs, pmfs_futimens(fs, fd, times));
-}
-
-static int pm_access(ferrite_fs *fs, const char *path, int mode)
-{
-	return PM_CALL(fs, pmfs_access(fs, path, mode));
-}
-
-static int pm_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
-{
-	return PM_CALL(fs, pmfs_mkdir(fs, path, mode));
-}
-
-static int pm_rmdir(ferrite_fs *fs, const char *path)
-{
-	return PM_CALL(fs, pmfs_rmdir(fs, path));
-}
-
-static int pm_unlink(ferrite_fs *fs, const char *path)
-{
-	return PM_CALL(fs, pmfs_unlink(fs, path));
-}
-
-static int pm_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
-{
-	return PM_CALL(fs, pmfs_rename(fs, oldpath, newpath, flags));
-}
-
-static int pm_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
-{
-	return PM_CALL(fs, pmfs_link(fs, oldpath, newpath));
-}
-
-static int pm_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
-{
-	return PM_CALL(fs, pmfs_symlink(fs, target, linkpath));
-}
-
-static ssize_t pm_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
-{
-	return PM_CALL(fs, pmfs_readlink(fs, path, buf, size));
 }
 
 static int pm_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
@@ -444,45 +324,28 @@ static int pm_mmap_refresh(ferrite_fs *fs, int fd)
 	return PM_CALL(fs, pmfs_mmap_refresh(fs, fd));
 }
 
+static ssize_t pm_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off,
+		     int write)
+{
+	return PM_CALL(fs, pmfs_rw(fs, fd, iov, iovcnt, off, write));
+}
+
 const struct vfs_ops pmfs_ops = {
+    .rw = pm_rw,
     .get_tier_info = pm_get_tier_info,
     .unmount = pm_unmount,
-    .open = pm_open,
     .close = pm_close,
     .dup = pm_dup,
-    .read = pm_read,
-    .write = pm_write,
-    .pread = pm_pread,
-    .pwrite = pm_pwrite,
-    .readv = pm_readv,
-    .writev = pm_writev,
-    .preadv = pm_preadv,
-    .pwritev = pm_pwritev,
     .lseek = pm_lseek,
     .ftruncate = pm_ftruncate,
     .truncate = pm_truncate,
     .fallocate = pm_fallocate,
     .fsync = pm_fsync,
-    .fdatasync = pm_fdatasync,
-    .stat = pm_stat,
-    .lstat = pm_lstat,
     .fstat = pm_fstat,
     .statvfs = pm_statvfs,
-    .chmod = pm_chmod,
     .fchmod = pm_fchmod,
-    .chown = pm_chown,
-    .lchown = pm_lchown,
     .fchown = pm_fchown,
-    .utimens = pm_utimens,
     .futimens = pm_futimens,
-    .access = pm_access,
-    .mkdir = pm_mkdir,
-    .rmdir = pm_rmdir,
-    .unlink = pm_unlink,
-    .rename = pm_rename,
-    .link = pm_link,
-    .symlink = pm_symlink,
-    .readlink = pm_readlink,
     .openat = pm_openat,
     .reopen = pm_reopen,
     .fstatat = pm_fstatat,

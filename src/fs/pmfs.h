@@ -17,6 +17,9 @@ void pmfs_call_leave(void);
  * unwritten pages (SCMFS garbage collection), each round in a transaction of
  * its own; 1 if it gave any back (the call is worth trying again). */
 int pmfs_reclaim(ferrite_fs *fs);
+/* read, write and their forms (vfs.h rw). */
+ssize_t pmfs_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off,
+		int write);
 /* The pm engine's table of calls (ops.c). */
 struct vfs_ops;
 extern const struct vfs_ops pmfs_ops;
@@ -24,42 +27,18 @@ extern const struct vfs_ops pmfs_ops;
 int pmfs_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts);
 int pmfs_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out);
 int pmfs_unmount(ferrite_fs *fs);
-int pmfs_open(ferrite_fs *fs, const char *path, int flags, mode_t mode);
 int pmfs_close(ferrite_fs *fs, int fd);
 int pmfs_dup(ferrite_fs *fs, int fd);
-ssize_t pmfs_read(ferrite_fs *fs, int fd, void *buf, size_t count);
-ssize_t pmfs_write(ferrite_fs *fs, int fd, const void *buf, size_t count);
-ssize_t pmfs_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset);
-ssize_t pmfs_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset);
-ssize_t pmfs_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
-ssize_t pmfs_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
-ssize_t pmfs_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
-ssize_t pmfs_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset);
 off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence);
 int pmfs_ftruncate(ferrite_fs *fs, int fd, off_t length);
 int pmfs_truncate(ferrite_fs *fs, const char *path, off_t length);
 int pmfs_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len);
 int pmfs_fsync(ferrite_fs *fs, int fd);
-int pmfs_fdatasync(ferrite_fs *fs, int fd);
-int pmfs_stat(ferrite_fs *fs, const char *path, struct stat *st);
-int pmfs_lstat(ferrite_fs *fs, const char *path, struct stat *st);
 int pmfs_fstat(ferrite_fs *fs, int fd, struct stat *st);
 int pmfs_statvfs(ferrite_fs *fs, struct statvfs *sv);
-int pmfs_chmod(ferrite_fs *fs, const char *path, mode_t mode);
 int pmfs_fchmod(ferrite_fs *fs, int fd, mode_t mode);
-int pmfs_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
-int pmfs_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
 int pmfs_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid);
-int pmfs_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags);
 int pmfs_futimens(ferrite_fs *fs, int fd, const struct timespec times[2]);
-int pmfs_access(ferrite_fs *fs, const char *path, int mode);
-int pmfs_mkdir(ferrite_fs *fs, const char *path, mode_t mode);
-int pmfs_rmdir(ferrite_fs *fs, const char *path);
-int pmfs_unlink(ferrite_fs *fs, const char *path);
-int pmfs_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
-int pmfs_link(ferrite_fs *fs, const char *oldpath, const char *newpath);
-int pmfs_symlink(ferrite_fs *fs, const char *target, const char *linkpath);
-ssize_t pmfs_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size);
 int pmfs_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode);
 int pmfs_reopen(ferrite_fs *fs, int fd, int flags);
 int pmfs_fstatat(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags);

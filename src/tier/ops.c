@@ -15,11 +15,6 @@ static int t_unmount(ferrite_fs *fs)
 	return tier_unmount(fs);
 }
 
-static int t_open(ferrite_fs *fs, const char *path, int flags, mode_t mode)
-{
-	return tier_openat(fs, FERRITE_AT_ROOT, path, flags, mode);
-}
-
 static int t_close(ferrite_fs *fs, int fd)
 {
 	return tier_close(fs, fd);
@@ -28,50 +23,6 @@ static int t_close(ferrite_fs *fs, int fd)
 static int t_dup(ferrite_fs *fs, int fd)
 {
 	return tier_dup(fs, fd);
-}
-
-static ssize_t t_read(ferrite_fs *fs, int fd, void *buf, size_t count)
-{
-	return tier_rw(fs, fd, &(struct iovec){buf, count}, 1, -1, 0);
-}
-
-static ssize_t t_write(ferrite_fs *fs, int fd, const void *buf, size_t count)
-{
-	return tier_rw(fs, fd, &(struct iovec){(void *)buf, count}, 1, -1, 1);
-}
-
-static ssize_t t_pread(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset)
-{
-	return offset < 0 ? fr_err_finish(fr_err(-EINVAL, "negative offset"))
-			  : tier_rw(fs, fd, &(struct iovec){buf, count}, 1, offset, 0);
-}
-
-static ssize_t t_pwrite(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset)
-{
-	return offset < 0 ? fr_err_finish(fr_err(-EINVAL, "negative offset"))
-			  : tier_rw(fs, fd, &(struct iovec){(void *)buf, count}, 1, offset, 1);
-}
-
-static ssize_t t_readv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
-{
-	return tier_rw(fs, fd, iov, iovcnt, -1, 0);
-}
-
-static ssize_t t_writev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt)
-{
-	return tier_rw(fs, fd, iov, iovcnt, -1, 1);
-}
-
-static ssize_t t_preadv(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
-{
-	return offset < 0 ? fr_err_finish(fr_err(-EINVAL, "negative offset"))
-			  : tier_rw(fs, fd, iov, iovcnt, offset, 0);
-}
-
-static ssize_t t_pwritev(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, off_t offset)
-{
-	return offset < 0 ? fr_err_finish(fr_err(-EINVAL, "negative offset"))
-			  : tier_rw(fs, fd, iov, iovcnt, offset, 1);
 }
 
 static off_t t_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
@@ -99,21 +50,6 @@ static int t_fsync(ferrite_fs *fs, int fd)
 	return tier_fsync(fs, fd);
 }
 
-static int t_fdatasync(ferrite_fs *fs, int fd)
-{
-	return tier_fsync(fs, fd);
-}
-
-static int t_stat(ferrite_fs *fs, const char *path, struct stat *st)
-{
-	return tier_fstatat(fs, FERRITE_AT_ROOT, path, st, 0);
-}
-
-static int t_lstat(ferrite_fs *fs, const char *path, struct stat *st)
-{
-	return tier_fstatat(fs, FERRITE_AT_ROOT, path, st, AT_SYMLINK_NOFOLLOW);
-}
-
 static int t_fstat(ferrite_fs *fs, int fd, struct stat *st)
 {
 	return tier_fstat(fs, fd, st);
@@ -124,24 +60,9 @@ static int t_statvfs(ferrite_fs *fs, struct statvfs *sv)
 	return tier_statvfs(fs, sv);
 }
 
-static int t_chmod(ferrite_fs *fs, const char *path, mode_t mode)
-{
-	return tier_fchmodat(fs, FERRITE_AT_ROOT, path, mode, 0);
-}
-
 static int t_fchmod(ferrite_fs *fs, int fd, mode_t mode)
 {
 	return tier_fchmod(fs, fd, mode);
-}
-
-static int t_chown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
-{
-	return tier_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, 0);
-}
-
-static int t_lchown(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid)
-{
-	return tier_fchownat(fs, FERRITE_AT_ROOT, path, uid, gid, AT_SYMLINK_NOFOLLOW);
 }
 
 static int t_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
@@ -149,54 +70,9 @@ static int t_fchown(ferrite_fs *fs, int fd, uid_t uid, gid_t gid)
 	return tier_fchown(fs, fd, uid, gid);
 }
 
-static int t_utimens(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags)
-{
-	return tier_utimensat(fs, FERRITE_AT_ROOT, path, times, flags);
-}
-
 static int t_futimens(ferrite_fs *fs, int fd, const struct timespec times[2])
 {
 	return tier_futimens(fs, fd, times);
-}
-
-static int t_access(ferrite_fs *fs, const char *path, int mode)
-{
-	return tier_faccessat(fs, FERRITE_AT_ROOT, path, mode, 0);
-}
-
-static int t_mkdir(ferrite_fs *fs, const char *path, mode_t mode)
-{
-	return tier_mkdirat(fs, FERRITE_AT_ROOT, path, mode);
-}
-
-static int t_rmdir(ferrite_fs *fs, const char *path)
-{
-	return tier_unlinkat(fs, FERRITE_AT_ROOT, path, AT_REMOVEDIR);
-}
-
-static int t_unlink(ferrite_fs *fs, const char *path)
-{
-	return tier_unlinkat(fs, FERRITE_AT_ROOT, path, 0);
-}
-
-static int t_rename(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags)
-{
-	return tier_renameat2(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, flags);
-}
-
-static int t_link(ferrite_fs *fs, const char *oldpath, const char *newpath)
-{
-	return tier_linkat(fs, FERRITE_AT_ROOT, oldpath, FERRITE_AT_ROOT, newpath, 0);
-}
-
-static int t_symlink(ferrite_fs *fs, const char *target, const char *linkpath)
-{
-	return tier_symlinkat(fs, target, FERRITE_AT_ROOT, linkpath);
-}
-
-static ssize_t t_readlink(ferrite_fs *fs, const char *path, char *buf, size_t size)
-{
-	return tier_readlinkat(fs, FERRITE_AT_ROOT, path, buf, size);
 }
 
 static int t_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
@@ -427,44 +303,21 @@ static int t_mmap_refresh(ferrite_fs *fs, int fd)
 }
 
 const struct vfs_ops tier_ops = {
+    .rw = tier_rw,
     .get_tier_info = t_get_tier_info,
     .unmount = t_unmount,
-    .open = t_open,
     .close = t_close,
     .dup = t_dup,
-    .read = t_read,
-    .write = t_write,
-    .pread = t_pread,
-    .pwrite = t_pwrite,
-    .readv = t_readv,
-    .writev = t_writev,
-    .preadv = t_preadv,
-    .pwritev = t_pwritev,
     .lseek = t_lseek,
     .ftruncate = t_ftruncate,
     .truncate = t_truncate,
     .fallocate = t_fallocate,
     .fsync = t_fsync,
-    .fdatasync = t_fdatasync,
-    .stat = t_stat,
-    .lstat = t_lstat,
     .fstat = t_fstat,
     .statvfs = t_statvfs,
-    .chmod = t_chmod,
     .fchmod = t_fchmod,
-    .chown = t_chown,
-    .lchown = t_lchown,
     .fchown = t_fchown,
-    .utimens = t_utimens,
     .futimens = t_futimens,
-    .access = t_access,
-    .mkdir = t_mkdir,
-    .rmdir = t_rmdir,
-    .unlink = t_unlink,
-    .rename = t_rename,
-    .link = t_link,
-    .symlink = t_symlink,
-    .readlink = t_readlink,
     .openat = t_openat,
     .reopen = t_reopen,
     .fstatat = t_fstatat,

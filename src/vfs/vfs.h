@@ -119,52 +119,32 @@ ssize_t vfs_copy_file_range(const struct vfs_copy_io *io, struct vfs_file *in, m
 
 /* ---- engines (ops) -------------------------------------------------------- */
 
-/* An engine's calls, one per call of ferrite.h on a mounted pool (same
- * names, same arguments): the C API (src/api) only looks them up. Each
+/* An engine's calls on a mounted pool: the *at forms and one read/write
+ * call for every form of ferrite.h (same names, same arguments otherwise);
+ * the C API (src/api) turns the plain forms into them and checks the
+ * arguments every engine would check alike. Each
  * engine fills one table (fs/ops.c, tier/ops.c); its handle (ferrite_fs)
  * begins with a struct vfs_handle naming it, and its directory streams
  * (ferrite_dir) with their ferrite_fs pointer. */
 struct vfs_ops {
+	/* read, write and their vector and positioned forms: off < 0 uses
+	 * and moves the description's position */
+	ssize_t (*rw)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off,
+		      int write);
 	int (*get_tier_info)(ferrite_fs *fs, struct ferrite_tier_info *info);
 	int (*unmount)(ferrite_fs *fs);
-	int (*open)(ferrite_fs *fs, const char *path, int flags, mode_t mode);
 	int (*close)(ferrite_fs *fs, int fd);
 	int (*dup)(ferrite_fs *fs, int fd);
-	ssize_t (*read)(ferrite_fs *fs, int fd, void *buf, size_t count);
-	ssize_t (*write)(ferrite_fs *fs, int fd, const void *buf, size_t count);
-	ssize_t (*pread)(ferrite_fs *fs, int fd, void *buf, size_t count, off_t offset);
-	ssize_t (*pwrite)(ferrite_fs *fs, int fd, const void *buf, size_t count, off_t offset);
-	ssize_t (*readv)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
-	ssize_t (*writev)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt);
-	ssize_t (*preadv)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt,
-			  off_t offset);
-	ssize_t (*pwritev)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt,
-			   off_t offset);
 	off_t (*lseek)(ferrite_fs *fs, int fd, off_t offset, int whence);
 	int (*ftruncate)(ferrite_fs *fs, int fd, off_t length);
 	int (*truncate)(ferrite_fs *fs, const char *path, off_t length);
 	int (*fallocate)(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len);
 	int (*fsync)(ferrite_fs *fs, int fd);
-	int (*fdatasync)(ferrite_fs *fs, int fd);
-	int (*stat)(ferrite_fs *fs, const char *path, struct stat *st);
-	int (*lstat)(ferrite_fs *fs, const char *path, struct stat *st);
 	int (*fstat)(ferrite_fs *fs, int fd, struct stat *st);
 	int (*statvfs)(ferrite_fs *fs, struct statvfs *sv);
-	int (*chmod)(ferrite_fs *fs, const char *path, mode_t mode);
 	int (*fchmod)(ferrite_fs *fs, int fd, mode_t mode);
-	int (*chown)(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
-	int (*lchown)(ferrite_fs *fs, const char *path, uid_t uid, gid_t gid);
 	int (*fchown)(ferrite_fs *fs, int fd, uid_t uid, gid_t gid);
-	int (*utimens)(ferrite_fs *fs, const char *path, const struct timespec times[2], int flags);
 	int (*futimens)(ferrite_fs *fs, int fd, const struct timespec times[2]);
-	int (*access)(ferrite_fs *fs, const char *path, int mode);
-	int (*mkdir)(ferrite_fs *fs, const char *path, mode_t mode);
-	int (*rmdir)(ferrite_fs *fs, const char *path);
-	int (*unlink)(ferrite_fs *fs, const char *path);
-	int (*rename)(ferrite_fs *fs, const char *oldpath, const char *newpath, unsigned flags);
-	int (*link)(ferrite_fs *fs, const char *oldpath, const char *newpath);
-	int (*symlink)(ferrite_fs *fs, const char *target, const char *linkpath);
-	ssize_t (*readlink)(ferrite_fs *fs, const char *path, char *buf, size_t size);
 	int (*openat)(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode);
 	int (*reopen)(ferrite_fs *fs, int fd, int flags);
 	int (*fstatat)(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags);
