@@ -3,7 +3,9 @@
  * table of calls of the engine that mounted it (vfs.h struct vfs_ops: the
  * pm engine's fs/ops.c, the tier engine's tier/ops.c). The calls on a pool
  * file (mkfs, mount, fsck, tune) pick the engine the pool is made for.
- * Nothing else happens here; the engines check their arguments themselves.
+ * The plain forms become the *at forms and one read/write call here, with
+ * the few argument checks every engine would make alike; the engines check
+ * the rest themselves.
  */
 #include <errno.h>
 #include <fcntl.h>
