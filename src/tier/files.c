@@ -770,7 +770,14 @@ int tier_sync_meta(struct tier *t, struct tier_file *tf)
 		return fr_err(-errno, "setting the size of a backing file: %s", strerror(errno));
 	if (r->r_mtime) {
 		struct timespec ts[2] = {{0, UTIME_OMIT}, ns_to_ts(r->r_mtime)};
-		if (tsys_futimens(fd, ts) != 0)
+		/* Only the owner may set a time of its choosing (or one time
+		 * alone); a writer who is not the owner gets "now" for both, the
+		 * time of the write-back, as a write straight to the backing
+		 * file would have. */
+		int rc = tsys_futimens(fd, ts);
+		if (rc != 0 && errno == EPERM)
+			rc = tsys_futimens(fd, NULL);
+		if (rc != 0)
 			return fr_err(-errno, "setting the mtime of a backing file: %s",
 				      strerror(errno));
 	}

@@ -38,9 +38,9 @@ static ssize_t uncached_io(struct tier *t, struct tier_ofile *of, const struct i
  * settles may not reach it at all, so the kernel cannot; the uncached and
  * mapped paths reach it with the caller's ids, and it does. So it is done
  * here, durably (the backing file system's chmod) and before the call
- * changes anything, with the process's own ids (the writer need not own the
- * file). The mode is looked at again only after a chmod or chown through
- * this mount. */
+ * changes anything, with the process's own ids; a writer who does not own
+ * the file may not chmod it, and has the kernel drop the bits instead. The
+ * mode is looked at again only after a chmod or chown through this mount. */
 void tier_drop_setid(struct tier *t, struct tier_ofile *of)
 {
 	struct tier_file *tf = of->tf;
@@ -57,6 +57,15 @@ void tier_drop_setid(struct tier *t, struct tier_ofile *of)
 		int applied = tier_creds_applied;
 		tier_creds_done();
 		int rc = tsys_fchmod(of->kfd, st.st_mode & 07777 & ~kill);
+		if (rc != 0 && errno == EPERM) {
+			/* Not the owner: a truncate to the size the backing file
+			 * has makes the kernel drop the bits by the same rule,
+			 * with the ids this process writes with. The flush lock
+			 * keeps the flusher from changing that size meanwhile. */
+			pthread_mutex_lock(&tf->flush_lock);
+			rc = fstat(of->kfd, &st) != 0 ? -1 : tsys_ftruncate(of->kfd, st.st_size);
+			pthread_mutex_unlock(&tf->flush_lock);
+		}
 		if (applied)
 			tier_creds_apply();
 		if (rc != 0)
