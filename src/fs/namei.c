@@ -416,6 +416,9 @@ ssize_t fs_readlink(ferrite_fs *fs, uint64_t at, const char *path, char *buf, si
 
 /* Is anc an ancestor of (or equal to) dir? Directory parentage only changes
  * under rename_lock, which the caller holds. */
+/* 1 if anc is dir or above it, 0 if not; -EUCLEAN if the way up is
+ * damaged: a parent that is no live inode (i_parent is read from the pool)
+ * or no way up to the root at all. */
 static int is_ancestor(ferrite_fs *fs, uint64_t anc, uint64_t dir)
 {
 	for (int depth = 0; depth < 1 << 20; depth++) {
@@ -423,9 +426,15 @@ static int is_ancestor(ferrite_fs *fs, uint64_t anc, uint64_t dir)
 			return 1;
 		if (dir == fs->root_ino)
 			return 0;
-		dir = ino_ptr(fs, dir)->i_parent;
+		uint64_t up = ino_ptr(fs, dir)->i_parent;
+		if (!ino_valid(fs, up))
+			return fr_err(-EUCLEAN,
+				      "directory %llu names no live parent (run `ferrite fsck`)",
+				      (unsigned long long)dir);
+		dir = up;
 	}
-	return 1;
+	return fr_err(-EUCLEAN, "directory %llu has no way up to the root (run `ferrite fsck`)",
+		      (unsigned long long)dir);
 }
 
 static int rename_checks(ferrite_fs *fs, struct nameidata *on, struct nameidata *nn, uint64_t src,
@@ -453,13 +462,14 @@ static int rename_checks(ferrite_fs *fs, struct nameidata *on, struct nameidata 
 		rc = dst ? may_delete(c, ndir, dp) : perm_check(c, NULL, ndir, 3);
 	if (rc)
 		return rc;
-	if (sdir && is_ancestor(fs, src, nn->dir_ino))
-		return -EINVAL;
+	if (sdir && (rc = is_ancestor(fs, src, nn->dir_ino)) != 0)
+		return rc < 0 ? rc : -EINVAL;
 	/* Moving a directory rewrites its "..": needs write permission on it. */
 	if (sdir && on->dir_ino != nn->dir_ino && (rc = perm_check(c, NULL, sp, 2)))
 		return rc;
-	if ((flags & RENAME_EXCHANGE) && S_ISDIR(dp->i_mode) && is_ancestor(fs, dst, on->dir_ino))
-		return -EINVAL;
+	if ((flags & RENAME_EXCHANGE) && S_ISDIR(dp->i_mode) &&
+	    (rc = is_ancestor(fs, dst, on->dir_ino)) != 0)
+		return rc < 0 ? rc : -EINVAL;
 	if (dst && !(flags & RENAME_EXCHANGE)) {
 		if (sdir && !S_ISDIR(dp->i_mode))
 			return -ENOTDIR;

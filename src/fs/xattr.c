@@ -86,6 +86,7 @@ static const struct fr_xblock *xb_at(ferrite_fs *fs, uint64_t off, uint64_t ino,
 	    (off >> FR_PAGE_SHIFT) >= sp->data_end_page ||
 	    (xb = meta_ptr(&fs->m, off))->xb_magic != XB_MAGIC || xb->xb_order > XB_MAX_ORDER ||
 	    (off >> FR_PAGE_SHIFT) + (1ULL << xb->xb_order) > sp->data_end_page ||
+	    (((off >> FR_PAGE_SHIFT) - sp->data_page) & ((1ULL << xb->xb_order) - 1)) ||
 	    xb->xb_bytes > (FR_PAGE_SIZE << xb->xb_order) - sizeof(*xb)) {
 		*err = fr_err(-EUCLEAN, "inode %llu: extended attribute block damaged (run fsck)",
 			      (unsigned long long)ino);

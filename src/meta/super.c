@@ -163,7 +163,7 @@ static int read_super(struct pool *p, uint64_t off, struct fr_super *sb)
 static int attach(struct meta *m, struct fr_super *sb)
 {
 	struct pool *p = &m->pool;
-	int rc = sp_header_check(p, SB_SPACE_OFF);
+	int rc = sp_header_check(p, SB_SPACE_OFF, sb->sb_meta_end);
 	if (rc)
 		return rc;
 	rc = sp_attach(&m->sp, p, SB_SPACE_OFF);

@@ -111,7 +111,7 @@ out:
 	return rc;
 }
 
-int sp_header_check(struct pool *p, uint64_t hdr_off)
+int sp_header_check(struct pool *p, uint64_t hdr_off, uint64_t meta_end)
 {
 	const struct sp_header *h = (const struct sp_header *)(p->base + hdr_off);
 	uint64_t end = (h->sph_data_page + h->sph_data_npages) << FR_PAGE_SHIFT;
@@ -126,7 +126,8 @@ int sp_header_check(struct pool *p, uint64_t hdr_off)
 		bm_layout(h->sph_bitmap_off[0], h->sph_data_npages, &l);
 		if (h->sph_bitmap_off[k] != l.bitmap_off[k] ||
 		    h->sph_summary_off[k] != l.summary_off[k] || h->sph_nwords[k] != l.nwords[k] ||
-		    l.end > data_start || h->sph_bitmap_off[0] < hdr_off + FR_PAGE_SIZE)
+		    l.end > data_start || h->sph_bitmap_off[0] < hdr_off + FR_PAGE_SIZE ||
+		    h->sph_bitmap_off[0] < meta_end)
 			return fr_err(-EUCLEAN, "space header damaged (allocator layout)");
 	}
 	if (h->sph_top_level < 9 || h->sph_top_level > 11 ||

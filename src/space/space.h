@@ -172,8 +172,11 @@ static inline uint64_t sp_off(const struct space *sp, const void *p)
 int sp_format(struct pool *p, uint64_t hdr_off, uint64_t meta_end, uint64_t *reserved_end);
 int sp_attach(struct space *sp, struct pool *p, uint64_t hdr_off);
 void sp_detach(struct space *sp);
-/* Validates the space header against the pool size (mount and fsck). */
-int sp_header_check(struct pool *p, uint64_t hdr_off);
+/* Validates the space header against the pool size (mount and fsck): the
+ * allocator's bitmaps lie in [meta_end, data area), clear of the layers
+ * above (the header has no checksum; a damaged one must not aim the
+ * allocator's stores at the logs or the superblock). */
+int sp_header_check(struct pool *p, uint64_t hdr_off, uint64_t meta_end);
 
 /* ---- buddy allocator (buddy.c) ----------------------------------------- */
 

@@ -318,6 +318,72 @@ static int dentry_to_free_inode(void)
 	return 0;
 }
 
+/* The allocator's bitmaps moved down over the state page and the log slots,
+ * the layout otherwise consistent: the space header has no checksum, and
+ * the allocator would have stored its bits over the logs. */
+static int bitmaps_over_logs(void)
+{
+	memcpy(img, pristine, len);
+	struct sp_header *sh = (struct sp_header *)(img + SB_SPACE_OFF);
+	uint64_t delta = sh->sph_bitmap_off[0] - (SB_SPACE_OFF + 4096);
+	CHECK(delta > 0 && delta % 64 == 0);
+	for (int k = 0; k < BUD_ORDERS; k++) {
+		sh->sph_bitmap_off[k] -= delta;
+		sh->sph_summary_off[k] -= delta;
+	}
+	put();
+	ferrite_fs *fs;
+	CHECK(ferrite_mount(pool, NULL, &fs) == -EUCLEAN);
+	CHECK(strstr(ferrite_errmsg(), "allocator layout"));
+	CHECK(unchanged());
+	int lines;
+	CHECK(fsck_n(&lines) == FERRITE_FSCK_UNCORRECTED && lines > 0);
+	return 0;
+}
+
+/* A directory whose ".." names no inode: rename's check that a directory
+ * does not move below itself walks up through it. */
+static int parent_outside_pool(void)
+{
+	struct fr_inode *ip = inode_of("/data");
+	CHECK(ip && S_ISDIR(ip->i_mode));
+	ip->i_parent = 0xdeadbeefULL << 20;
+	put();
+	ferrite_fs *fs;
+	CHECK(ferrite_mount(pool, NULL, &fs) == 0);
+	CHECK(ferrite_rename(fs, "/small", "/data/small", 0) == -EUCLEAN);
+	CHECK(strstr(ferrite_errmsg(), "no live parent"));
+	struct stat st;
+	CHECK(ferrite_stat(fs, "/small/f5", &st) == 0); /* nothing moved */
+	ferrite_unmount(fs);
+	int lines;
+	CHECK(fsck_n(&lines) == FERRITE_FSCK_UNCORRECTED);
+	return 0;
+}
+
+/* An attribute block moved off its buddy alignment, intact otherwise: it
+ * could be read but not released (nor its inode unlinked), so it is damage
+ * at first sight and fsck says so. */
+static int xattr_block_misaligned(void)
+{
+	struct fr_inode *ip = inode_of("/big");
+	CHECK(ip && ip->i_xattr);
+	const struct fr_xblock *xb = (const struct fr_xblock *)(img + ip->i_xattr);
+	CHECK(xb->xb_order >= 1);
+	size_t bytes = sizeof *xb + xb->xb_bytes;
+	memmove(img + ip->i_xattr + 4096, img + ip->i_xattr, bytes);
+	ip->i_xattr += 4096;
+	put();
+	ferrite_fs *fs;
+	CHECK(ferrite_mount(pool, NULL, &fs) == 0);
+	char v[8];
+	CHECK(ferrite_getxattrat(fs, AT_FDCWD, "/big", 0, "user.big", v, sizeof v) == -EUCLEAN);
+	ferrite_unmount(fs);
+	int lines;
+	CHECK(fsck_n(&lines) == FERRITE_FSCK_UNCORRECTED && lines > 0);
+	return 0;
+}
+
 static const struct {
 	const char *name;
 	int (*fn)(void);
@@ -332,6 +398,9 @@ static const struct {
     {"double_release", double_release},
     {"free_list_garbage", free_list_garbage},
     {"dentry_to_free_inode", dentry_to_free_inode},
+    {"bitmaps_over_logs", bitmaps_over_logs},
+    {"parent_outside_pool", parent_outside_pool},
+    {"xattr_block_misaligned", xattr_block_misaligned},
 };
 
 int main(int argc, char **argv)
