@@ -11,7 +11,7 @@
  *             W1 a table with PT_F_RESERVED owns its home unit whole (format
  *               4): every pte is 0 or home + its index, and the home pages no
  *               pte names are allocated, unwritten and counted in
- *               st_prealloc_pages (SCMFS pre-allocation); they come back by
+ *               sph_prealloc_pages (SCMFS pre-allocation); they come back by
  *               part_gc_reservations, or become the window's unit when all
  *               512 are written (promotion, no copy);
  *             W2 those unnamed home pages hold zeros: they are zeroed when

@@ -7,6 +7,14 @@
  * SB_INCOMPAT_TIER), page 1 the tier header, from TIER_REC_OFF the file
  * records, then the epoch journal, then one 64-byte descriptor per chunk
  * (two per slot), then the chunks themselves from a 2 MiB boundary.
+ *
+ * Invariants TF1-TF6 below (cited as "tier_format.h TFn"; the K of
+ * check.c, M of mount.c, F of files.c and T of tune.c are those files'
+ * own). Mount checks the whole image (tier_image_check, check.c; mount.c
+ * M4) before recovery or anything else uses a field, and fails with
+ * -EUCLEAN having changed nothing; fsck (tier/fsck.c) runs the same checks.
+ * What a crash leaves (a path being rewritten, a torn journal entry, C
+ * chunks) is told apart from damage and settled by recovery.
  */
 #ifndef FERRITE_TIER_FORMAT_H
 #define FERRITE_TIER_FORMAT_H
@@ -65,16 +73,26 @@ static inline int tag_same(uint64_t a, uint64_t b)
 
 /* Per chunk, one cache line: the tag and what recovery needs besides. Every
  * field but the tag is written (and fenced) before the tag makes the chunk
- * valid. */
+ * valid: the tag store is the chunk's commit point.
+ * TF1 a descriptor without TAG_V is not read (but d_seq, bounded, for the
+ *     sequence floor). With it (tier_desc_check, check.c K3): record number 1
+ *     to th_nrecs - 1; chunk index at most TIER_MAX_FILE >> 12 (below 2^32);
+ *     d_seq <= TIER_SEQ_MAX; d_old_size, d_new_size <= TIER_MAX_FILE; if the
+ *     record is in use, the chunk sits in slot (r_key + index) mod th_nslots.
+ *     A valid tag of a free record, or wholly beyond r_size, is dropped by
+ *     recovery (mount.c) and reported by fsck; two valid versions of one
+ *     chunk in a slot are a cut-short overwrite, settled by TAG_N, else
+ *     d_seq. */
 struct tier_desc {
 	uint64_t d_tag;
 	uint64_t d_seq;	     /* write that produced the content (all chunks of a
 			      * multi-chunk write carry the first chunk's) */
 	uint64_t d_old_size; /* first chunk of a multi-chunk write: file size before */
 	uint64_t d_new_size; /* ... and after it (undone together with the chunks) */
-	uint64_t d_nchunks;  /* ... chunks in that write */
-	int64_t d_mtime;     /* ns since the epoch: time of the write */
-	uint64_t d_epoch;    /* epoch mode: the epoch that wrote the page */
+	/* Written, read by nothing: not checked. */
+	uint64_t d_nchunks; /* ... chunks in that write */
+	int64_t d_mtime;    /* ns since the epoch: time of the write */
+	uint64_t d_epoch;   /* epoch mode: the epoch that wrote the page */
 	uint64_t d_rsvd;
 };
 _Static_assert(sizeof(struct tier_desc) == 64, "descriptor is one line");
@@ -94,6 +112,15 @@ enum tier_rec_state {
 
 #define REC_META_STALE 0x1 /* backing size or mtime not yet made equal to r_size/r_mtime */
 
+/* TF2 record 0 is never used. A free record is not read until written again;
+ *     its fields are persistent before the state makes it LIVE (files.c F1),
+ *     the commit point of a new record. One in use (tier_rec_check, check.c
+ *     K2): a known state; no flag but REC_META_STALE; r_pathlen <=
+ *     TIER_PATH_MAX; r_hlen <= TIER_HANDLE_MAX; r_size <= TIER_MAX_FILE;
+ *     r_key <= TIER_KEY_MAX, so key + chunk index cannot wrap; r_stride <=
+ *     th_nslots. A path is used only if r_path_crc holds (tier_rec_path_ok):
+ *     one that fails was being rewritten (not damage), one that holds must
+ *     have no empty, "." or ".." component and no NUL. */
 struct tier_rec {
 	uint32_t r_state; /* enum tier_rec_state */
 	uint32_t r_flags; /* REC_* */
@@ -123,14 +150,27 @@ _Static_assert(offsetof(struct tier_rec, r_size) % 64 + 16 <= 64, "size and mtim
 /* One entry: the pages the epoch wrote and the files whose size or time it
  * changed, with a fingerprint over the header, the lists and the pages'
  * contents. Recovery recomputes it: whole entries are applied, torn ones
- * dropped, so writing an entry needs no ordering fence. */
+ * dropped, so writing an entry needs no ordering fence.
+ * TF3 epoch mode only (tier_journal_check, check.c K4): ej_magic; ej_epoch,
+ *     ej_applied <= TIER_SEQ_MAX. The entry is pending iff ej_epoch >
+ *     ej_applied; then ej_npages and ej_nfiles are within the journal's
+ *     capacity and a quarter of the chunks (beyond: damage). If every
+ *     ep_chunk is a chunk and the fingerprint holds -- the epoch's commit
+ *     point -- every page's tag is valid and names a record in use, a chunk
+ *     index it can have and the slot of its key, and every file a record in
+ *     use with a size <= TIER_MAX_FILE; otherwise the entry is torn, and
+ *     dropped with the C chunks. Applying it ends with ej_applied =
+ *     ej_epoch. */
 struct tier_ejournal {
 	uint64_t ej_magic;
 	uint64_t ej_epoch;   /* epoch this entry commits */
 	uint64_t ej_applied; /* last epoch whose entry was applied (tags set) */
 	uint32_t ej_npages;
 	uint32_t ej_nfiles;
-	uint32_t ej_csum; /* crc32c: header (csum 0, ej_applied excluded), lists, pages */
+	/* crc32c of ej_epoch, ej_npages, ej_nfiles (not the magic, nor
+	 * ej_applied, written after), the lists and the listed chunks'
+	 * contents (tier_journal_fingerprint, check.c) */
+	uint32_t ej_csum;
 	uint32_t ej_pad;
 	uint64_t ej_rsvd[3];
 	/* then ej_npages struct ej_page, ej_nfiles struct ej_file */
@@ -153,6 +193,20 @@ struct ej_file {
 #define TIER_BACKING_MAX 1020
 #define TIER_NSTATS	 16
 
+/* TF4 (tier_header_check, check.c K1, before any region is used; mount, fsck,
+ *     tune) th_magic; th_csum over the bytes before it; th_chunk_size 4096,
+ *     th_consistency and th_writeback known values, th_rec_off TIER_REC_OFF,
+ *     th_rec_size TIER_REC_SIZE, both periods <= 60 s; 2 <= th_nrecs <=
+ *     2^TAG_FID_BITS; 16 <= th_nslots <= pool size / (2 * (4096 + 64)),
+ *     bounded before any product is formed; then in order, without overlap,
+ *     inside sb_pool_size: records, the journal (4 KiB aligned, at least
+ *     4 KiB in epoch mode), the descriptors (4 KiB aligned), the chunks
+ *     (2 MiB aligned); th_backing NUL-terminated and absolute. mkfs writes
+ *     this page before the superblock (mount.c M1).
+ * TF5 the mutable tail, outside th_csum, holds hints: th_key_next above
+ *     TIER_KEY_MAX - th_nslots is taken as 0 (files.c), th_seq above
+ *     TIER_SEQ_MAX as 0 (tier_recover_chunks, mount.c); th_stats are counts,
+ *     never used as bounds. */
 struct tier_header {
 	uint64_t th_magic;
 	uint32_t th_chunk_size;
@@ -167,6 +221,8 @@ struct tier_header {
 	uint64_t th_journal_size;
 	uint32_t th_flush_ms; /* background flush period */
 	uint32_t th_epoch_ms; /* epoch mode: period of an epoch */
+	/* The directory's identity, compared where it has no user.ferrite.pool
+	 * attribute (mount.c M2). */
 	uint64_t th_backing_ino;
 	int64_t th_backing_btime;
 	char th_backing[TIER_BACKING_MAX]; /* absolute path, NUL-terminated */
@@ -185,7 +241,10 @@ _Static_assert(sizeof(struct tier_header) <= 4096, "tier header fits a page");
 #define TIER_HDR_SUM_BYTES (offsetof(struct tier_header, th_csum) + sizeof(uint32_t))
 /* Backups written by `ferrite tune` before it changes a primary (all zero in
  * a pool never tuned): the superblock in page 2 (SB_TIER_BACKUP_OFF,
- * meta_format.h) and the header's checksummed bytes in page 3. */
+ * meta_format.h) and the header's checksummed bytes in page 3.
+ * TF6 a backup is used only if it passes the primary's check, and only when
+ *     the primary fails it (tier/tune.c T3; tier_backups_fix at fsck
+ *     --repair). The header's mutable tail is never copied either way. */
 #define TIER_HDR_BACKUP_OFF 12288
 _Static_assert(TIER_HDR_BACKUP_OFF + 4096 <= TIER_REC_OFF, "backups lie below the records");
 
