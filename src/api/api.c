@@ -2,7 +2,8 @@
  * api.c -- the C API (ferrite.h): each call on a mounted pool goes to the
  * table of calls of the engine that mounted it (vfs.h struct vfs_ops: the
  * pm engine's fs/ops.c, the tier engine's tier/ops.c). The calls on a pool
- * file (mkfs, mount, fsck, tune) pick the engine the pool is made for.
+ * file (mkfs, mount, fsck, tune) go to the engine that says the pool is its
+ * kind (struct vfs_engine), the pm engine last.
  * The plain forms become the *at forms and one read/write call here, with
  * the few argument checks every engine would make alike; the engines check
  * the rest themselves.
@@ -13,7 +14,6 @@
 #include "ferrite.h"
 #include "fs/pmfs.h"
 #include "meta/meta.h"
-#include "tier/tier.h"
 #include "tier/tier_api.h"
 #include "util/util.h"
 #include "vfs/vfs.h"
@@ -44,27 +44,42 @@ static inline const struct vfs_ops *DIR_OPS(ferrite_dir *dir)
 	return OPS(dir ? *(ferrite_fs **)dir : NULL);
 }
 
+/* The engines, asked in turn which of them a pool file is for; the last
+ * (the pm engine) takes what no other claims. */
+static const struct vfs_engine *const engines[] = {&tier_engine, &pmfs_engine};
+#define N_ENGINES (sizeof engines / sizeof engines[0])
+
+static const struct vfs_engine *engine_of(const char *pool, const struct ferrite_mkfs_opts *mkfs)
+{
+	for (size_t i = 0; i < N_ENGINES - 1; i++)
+		if (mkfs ? engines[i]->makes(mkfs) : engines[i]->owns(pool))
+			return engines[i];
+	return engines[N_ENGINES - 1];
+}
+
 int ferrite_mkfs(const char *pool, const struct ferrite_mkfs_opts *opts)
 {
-	if (opts && opts->tier_backing)
-		return tier_mkfs(pool, opts);
-	return pmfs_mkfs(pool, opts);
+	static const struct ferrite_mkfs_opts defaults;
+	if (!pool)
+		pool = ferrite_default_pool();
+	return engine_of(pool, opts ? opts : &defaults)->mkfs(pool, opts);
 }
 
 int ferrite_mount(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out)
 {
-	if (meta_pool_is_tier(pool ? pool : ferrite_default_pool()))
-		return tier_mount(pool ? pool : ferrite_default_pool(), opts, out);
-	return pmfs_mount(pool, opts, out);
+	if (!pool)
+		pool = ferrite_default_pool();
+	return engine_of(pool, NULL)->mount(pool, opts, out);
 }
 
 int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
 		 void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
 		 void *progress_arg)
 {
-	if (meta_pool_is_tier(pool ? pool : ferrite_default_pool()))
-		return tier_fsck(pool, repair, report, report_arg, progress, progress_arg);
-	return pmfs_fsck(pool, repair, report, report_arg, progress, progress_arg);
+	if (!pool)
+		pool = ferrite_default_pool();
+	return engine_of(pool, NULL)
+	    ->fsck(pool, repair, report, report_arg, progress, progress_arg);
 }
 
 int ferrite_get_tier_info(ferrite_fs *fs, struct ferrite_tier_info *info)
@@ -436,15 +451,12 @@ int ferrite_tune(const char *pool, struct ferrite_tune_opts *opts)
 		    : opts->mode == FERRITE_MOUNT_SYNC ? FERRITE_MODE_SYNC
 						       : -1,
 	};
-	if (meta_pool_is_tier(pool))
-		return fr_err_finish(tier_tune(pool, &t, opts->tier_backing, opts->force,
-					       &opts->forced, &opts->other_dir));
-	if (opts->tier_backing)
-		return fr_err_finish(fr_err(-EINVAL,
-					    "%s is not a tiered pool: it has no backing "
-					    "directory",
-					    pool));
-	return fr_err_finish(meta_tune(pool, &t));
+	return fr_err_finish(engine_of(pool, NULL)->tune(pool, &t, opts));
+}
+
+const char *ferrite_errmsg(void)
+{
+	return fr_err_get();
 }
 
 int ferrite_inode_info(ferrite_fs *fs, uint64_t ino, struct ferrite_inode_info *out)

@@ -28,6 +28,13 @@ void pmfs_call_leave(void)
 	vs_call_leave();
 }
 
+int pmfs_get_tier_info(ferrite_fs *fs, struct ferrite_tier_info *info)
+{
+	CHECK_FS(fs);
+	(void)info;
+	return api_end(fr_err(-EINVAL, "not a tiered pool"));
+}
+
 int pmfs_statvfs(ferrite_fs *fs, struct statvfs *sv)
 {
 	CHECK_FS(fs);
@@ -236,9 +243,4 @@ ssize_t pmfs_readlinkat(ferrite_fs *fs, int dirfd, const char *path, char *buf, 
 		n = fs_readlink(fs, at, n == 1 ? NULL : path, buf, size);
 	at_end(fs, held);
 	return api_end_ss(n);
-}
-
-const char *ferrite_errmsg(void)
-{
-	return fr_err_get();
 }

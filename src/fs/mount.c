@@ -16,12 +16,6 @@
 
 #define DEFAULT_POOL_PATH POOL_DEFAULT_PATH /* space.h */
 
-const char *ferrite_default_pool(void)
-{
-	const char *e = getenv("FERRITE_POOL");
-	return e && *e ? e : DEFAULT_POOL_PATH;
-}
-
 /* mkfs: the root directory, through the ordinary inode code. */
 static int make_root(struct meta *m, struct tx *tx, void *arg)
 {

@@ -1,15 +1,24 @@
 /*
- * caller.c -- what a call knows about its caller: the thread's credentials
+ * caller.c -- what a call knows about its caller: the pool it means when it
+ * names none (ferrite_default_pool), the thread's credentials
  * (ferrite_set_creds) and the host path a walk escaped to
  * (ferrite_escaped_path). Invariants V1, V2: vfs.h. Nothing persistent.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "ferrite.h"
+#include "space/space.h"
 #include "util/util.h"
 #include "vfs/vfs.h"
+
+const char *ferrite_default_pool(void)
+{
+	const char *e = getenv("FERRITE_POOL");
+	return e && *e ? e : POOL_DEFAULT_PATH;
+}
 
 static __thread struct vfs_cred tl_cred;
 static __thread int tl_cred_state; /* 0 unset, 1 process creds cached, 2 override */

@@ -119,87 +119,164 @@ ssize_t vfs_copy_file_range(const struct vfs_copy_io *io, struct vfs_file *in, m
 
 /* ---- engines (ops) -------------------------------------------------------- */
 
-/* An engine's calls on a mounted pool: the *at forms and one read/write
- * call for every form of ferrite.h (same names, same arguments otherwise);
- * the C API (src/api) turns the plain forms into them and checks the
- * arguments every engine would check alike. Each
- * engine fills one table (fs/ops.c, tier/ops.c); its handle (ferrite_fs)
- * begins with a struct vfs_handle naming it, and its directory streams
- * (ferrite_dir) with their ferrite_fs pointer. */
+/* An engine's calls on a mounted pool, listed once: the *at forms and one
+ * read/write call for every form of ferrite.h (same names, same arguments
+ * otherwise); the C API (src/api) turns the plain forms into them and checks
+ * the arguments every engine would check alike. Each entry is
+ * X(result, name, (parameters), (arguments)): the list declares the table
+ * below and each engine's functions (fs/pmfs.h pmfs_NAME, tier/tier_api.h
+ * tier_NAME) and fills each engine's table (fs/ops.c, tier/ops.c), so the
+ * two cannot drift. `rw` is read, write and their vector and positioned
+ * forms: off < 0 uses and moves the description's position. An engine's
+ * handle (ferrite_fs) begins with a struct vfs_handle naming its table, and
+ * its directory streams (ferrite_dir) with their ferrite_fs pointer. */
+#define VFS_FS_CALLS(X)                                                                            \
+	X(ssize_t, rw,                                                                             \
+	  (ferrite_fs * fs, int fd, const struct iovec *iov, int iovcnt, int64_t off, int write),  \
+	  (fs, fd, iov, iovcnt, off, write))                                                       \
+	X(int, get_tier_info, (ferrite_fs * fs, struct ferrite_tier_info * info), (fs, info))      \
+	X(int, close, (ferrite_fs * fs, int fd), (fs, fd))                                         \
+	X(int, dup, (ferrite_fs * fs, int fd), (fs, fd))                                           \
+	X(off_t, lseek, (ferrite_fs * fs, int fd, off_t offset, int whence),                       \
+	  (fs, fd, offset, whence))                                                                \
+	X(int, ftruncate, (ferrite_fs * fs, int fd, off_t length), (fs, fd, length))               \
+	X(int, truncate, (ferrite_fs * fs, const char *path, off_t length), (fs, path, length))    \
+	X(int, fallocate, (ferrite_fs * fs, int fd, int mode, off_t offset, off_t len),            \
+	  (fs, fd, mode, offset, len))                                                             \
+	X(int, fsync, (ferrite_fs * fs, int fd), (fs, fd))                                         \
+	X(int, fstat, (ferrite_fs * fs, int fd, struct stat *st), (fs, fd, st))                    \
+	X(int, statvfs, (ferrite_fs * fs, struct statvfs * sv), (fs, sv))                          \
+	X(int, fchmod, (ferrite_fs * fs, int fd, mode_t mode), (fs, fd, mode))                     \
+	X(int, fchown, (ferrite_fs * fs, int fd, uid_t uid, gid_t gid), (fs, fd, uid, gid))        \
+	X(int, futimens, (ferrite_fs * fs, int fd, const struct timespec times[2]),                \
+	  (fs, fd, times))                                                                         \
+	X(int, openat, (ferrite_fs * fs, int dirfd, const char *path, int flags, mode_t mode),     \
+	  (fs, dirfd, path, flags, mode))                                                          \
+	X(int, reopen, (ferrite_fs * fs, int fd, int flags), (fs, fd, flags))                      \
+	X(int, fstatat,                                                                            \
+	  (ferrite_fs * fs, int dirfd, const char *path, struct stat *st, int flags),              \
+	  (fs, dirfd, path, st, flags))                                                            \
+	X(int, faccessat, (ferrite_fs * fs, int dirfd, const char *path, int mode, int flags),     \
+	  (fs, dirfd, path, mode, flags))                                                          \
+	X(int, fchmodat, (ferrite_fs * fs, int dirfd, const char *path, mode_t mode, int flags),   \
+	  (fs, dirfd, path, mode, flags))                                                          \
+	X(int, fchownat,                                                                           \
+	  (ferrite_fs * fs, int dirfd, const char *path, uid_t uid, gid_t gid, int flags),         \
+	  (fs, dirfd, path, uid, gid, flags))                                                      \
+	X(int, utimensat,                                                                          \
+	  (ferrite_fs * fs, int dirfd, const char *path, const struct timespec times[2],           \
+	   int flags),                                                                             \
+	  (fs, dirfd, path, times, flags))                                                         \
+	X(int, mkdirat, (ferrite_fs * fs, int dirfd, const char *path, mode_t mode),               \
+	  (fs, dirfd, path, mode))                                                                 \
+	X(int, unlinkat, (ferrite_fs * fs, int dirfd, const char *path, int flags),                \
+	  (fs, dirfd, path, flags))                                                                \
+	X(int, renameat2,                                                                          \
+	  (ferrite_fs * fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath,  \
+	   unsigned flags),                                                                        \
+	  (fs, olddirfd, oldpath, newdirfd, newpath, flags))                                       \
+	X(int, linkat,                                                                             \
+	  (ferrite_fs * fs, int olddirfd, const char *oldpath, int newdirfd, const char *newpath,  \
+	   int flags),                                                                             \
+	  (fs, olddirfd, oldpath, newdirfd, newpath, flags))                                       \
+	X(int, symlinkat,                                                                          \
+	  (ferrite_fs * fs, const char *target, int newdirfd, const char *linkpath),               \
+	  (fs, target, newdirfd, linkpath))                                                        \
+	X(ssize_t, readlinkat,                                                                     \
+	  (ferrite_fs * fs, int dirfd, const char *path, char *buf, size_t size),                  \
+	  (fs, dirfd, path, buf, size))                                                            \
+	X(int, mknodat, (ferrite_fs * fs, int dirfd, const char *path, mode_t mode, dev_t rdev),   \
+	  (fs, dirfd, path, mode, rdev))                                                           \
+	X(int, fdopendir, (ferrite_fs * fs, int fd, ferrite_dir **out), (fs, fd, out))             \
+	X(int, getfl, (ferrite_fs * fs, int fd), (fs, fd))                                         \
+	X(int, setfl, (ferrite_fs * fs, int fd, int flags), (fs, fd, flags))                       \
+	X(int, set_link_prefix, (ferrite_fs * fs, const char *prefix), (fs, prefix))               \
+	X(ssize_t, copy_file_range,                                                                \
+	  (ferrite_fs * fs, int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len,      \
+	   unsigned flags),                                                                        \
+	  (fs, fd_in, off_in, fd_out, off_out, len, flags))                                        \
+	X(int, opendir, (ferrite_fs * fs, const char *path, ferrite_dir **out), (fs, path, out))   \
+	X(int, get_info, (ferrite_fs * fs, struct ferrite_info * info), (fs, info))                \
+	X(int, inode_info, (ferrite_fs * fs, uint64_t ino, struct ferrite_inode_info * out),       \
+	  (fs, ino, out))                                                                          \
+	X(int, inode_extents,                                                                      \
+	  (ferrite_fs * fs, uint64_t ino, int (*cb)(void *arg, const struct ferrite_extent *ext),  \
+	   void *arg),                                                                             \
+	  (fs, ino, cb, arg))                                                                      \
+	X(ssize_t, fgetxattr,                                                                      \
+	  (ferrite_fs * fs, int fd, const char *name, void *value, size_t size),                   \
+	  (fs, fd, name, value, size))                                                             \
+	X(int, fsetxattr,                                                                          \
+	  (ferrite_fs * fs, int fd, const char *name, const void *value, size_t size, int flags),  \
+	  (fs, fd, name, value, size, flags))                                                      \
+	X(ssize_t, flistxattr, (ferrite_fs * fs, int fd, char *list, size_t size),                 \
+	  (fs, fd, list, size))                                                                    \
+	X(int, fremovexattr, (ferrite_fs * fs, int fd, const char *name), (fs, fd, name))          \
+	X(ssize_t, getxattrat,                                                                     \
+	  (ferrite_fs * fs, int dirfd, const char *path, int flags, const char *name, void *value, \
+	   size_t size),                                                                           \
+	  (fs, dirfd, path, flags, name, value, size))                                             \
+	X(int, setxattrat,                                                                         \
+	  (ferrite_fs * fs, int dirfd, const char *path, int flags, const char *name,              \
+	   const void *value, size_t size, int xattr_flags),                                       \
+	  (fs, dirfd, path, flags, name, value, size, xattr_flags))                                \
+	X(ssize_t, listxattrat,                                                                    \
+	  (ferrite_fs * fs, int dirfd, const char *path, int flags, char *list, size_t size),      \
+	  (fs, dirfd, path, flags, list, size))                                                    \
+	X(int, removexattrat,                                                                      \
+	  (ferrite_fs * fs, int dirfd, const char *path, int flags, const char *name),             \
+	  (fs, dirfd, path, flags, name))                                                          \
+	X(int, mmap,                                                                               \
+	  (ferrite_fs * fs, int fd, void *addr, size_t len, int prot, int flags, off_t offset,     \
+	   void **out),                                                                            \
+	  (fs, fd, addr, len, prot, flags, offset, out))                                           \
+	X(ssize_t, munmap, (ferrite_fs * fs, void *addr, size_t len), (fs, addr, len))             \
+	X(ssize_t, msync, (ferrite_fs * fs, void *addr, size_t len, int flags),                    \
+	  (fs, addr, len, flags))                                                                  \
+	X(ssize_t, mprotect, (ferrite_fs * fs, void *addr, size_t len, int prot),                  \
+	  (fs, addr, len, prot))                                                                   \
+	X(int, mmap_pinned, (ferrite_fs * fs, int fd, off_t from, off_t len), (fs, fd, from, len)) \
+	X(int, mmap_shrink, (ferrite_fs * fs, int fd, off_t newsize), (fs, fd, newsize))           \
+	X(int, mmap_refresh, (ferrite_fs * fs, int fd), (fs, fd))
+
+/* The calls on a directory stream: its ferrite_fs is *(ferrite_fs **)dir. */
+#define VFS_DIR_CALLS(X)                                                                           \
+	X(int, readdir, (ferrite_dir * dir, struct ferrite_dirent * ent), (dir, ent))              \
+	X(int64_t, telldir, (ferrite_dir * dir), (dir))                                            \
+	X(int, seekdir, (ferrite_dir * dir, int64_t cookie), (dir, cookie))                        \
+	X(int, rewinddir, (ferrite_dir * dir), (dir))                                              \
+	X(int, closedir, (ferrite_dir * dir), (dir))
+
+#define VFS_OPS_MEMBER(ret, name, params, args) ret(*name) params;
 struct vfs_ops {
-	/* read, write and their vector and positioned forms: off < 0 uses
-	 * and moves the description's position */
-	ssize_t (*rw)(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off,
-		      int write);
-	int (*get_tier_info)(ferrite_fs *fs, struct ferrite_tier_info *info);
+	/* not a call like the others: the handle is gone when it returns */
 	int (*unmount)(ferrite_fs *fs);
-	int (*close)(ferrite_fs *fs, int fd);
-	int (*dup)(ferrite_fs *fs, int fd);
-	off_t (*lseek)(ferrite_fs *fs, int fd, off_t offset, int whence);
-	int (*ftruncate)(ferrite_fs *fs, int fd, off_t length);
-	int (*truncate)(ferrite_fs *fs, const char *path, off_t length);
-	int (*fallocate)(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len);
-	int (*fsync)(ferrite_fs *fs, int fd);
-	int (*fstat)(ferrite_fs *fs, int fd, struct stat *st);
-	int (*statvfs)(ferrite_fs *fs, struct statvfs *sv);
-	int (*fchmod)(ferrite_fs *fs, int fd, mode_t mode);
-	int (*fchown)(ferrite_fs *fs, int fd, uid_t uid, gid_t gid);
-	int (*futimens)(ferrite_fs *fs, int fd, const struct timespec times[2]);
-	int (*openat)(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode);
-	int (*reopen)(ferrite_fs *fs, int fd, int flags);
-	int (*fstatat)(ferrite_fs *fs, int dirfd, const char *path, struct stat *st, int flags);
-	int (*faccessat)(ferrite_fs *fs, int dirfd, const char *path, int mode, int flags);
-	int (*fchmodat)(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, int flags);
-	int (*fchownat)(ferrite_fs *fs, int dirfd, const char *path, uid_t uid, gid_t gid,
-			int flags);
-	int (*utimensat)(ferrite_fs *fs, int dirfd, const char *path,
-			 const struct timespec times[2], int flags);
-	int (*mkdirat)(ferrite_fs *fs, int dirfd, const char *path, mode_t mode);
-	int (*unlinkat)(ferrite_fs *fs, int dirfd, const char *path, int flags);
-	int (*renameat2)(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
-			 const char *newpath, unsigned flags);
-	int (*linkat)(ferrite_fs *fs, int olddirfd, const char *oldpath, int newdirfd,
-		      const char *newpath, int flags);
-	int (*symlinkat)(ferrite_fs *fs, const char *target, int newdirfd, const char *linkpath);
-	ssize_t (*readlinkat)(ferrite_fs *fs, int dirfd, const char *path, char *buf, size_t size);
-	int (*mknodat)(ferrite_fs *fs, int dirfd, const char *path, mode_t mode, dev_t rdev);
-	int (*fdopendir)(ferrite_fs *fs, int fd, ferrite_dir **out);
-	int (*getfl)(ferrite_fs *fs, int fd);
-	int (*setfl)(ferrite_fs *fs, int fd, int flags);
-	int (*set_link_prefix)(ferrite_fs *fs, const char *prefix);
-	ssize_t (*copy_file_range)(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_out,
-				   off_t *off_out, size_t len, unsigned flags);
-	int (*opendir)(ferrite_fs *fs, const char *path, ferrite_dir **out);
-	int (*readdir)(ferrite_dir *dir, struct ferrite_dirent *ent);
-	int64_t (*telldir)(ferrite_dir *dir);
-	int (*seekdir)(ferrite_dir *dir, int64_t cookie);
-	int (*rewinddir)(ferrite_dir *dir);
-	int (*closedir)(ferrite_dir *dir);
-	int (*get_info)(ferrite_fs *fs, struct ferrite_info *info);
-	int (*inode_info)(ferrite_fs *fs, uint64_t ino, struct ferrite_inode_info *out);
-	int (*inode_extents)(ferrite_fs *fs, uint64_t ino,
-			     int (*cb)(void *arg, const struct ferrite_extent *ext), void *arg);
-	ssize_t (*fgetxattr)(ferrite_fs *fs, int fd, const char *name, void *value, size_t size);
-	int (*fsetxattr)(ferrite_fs *fs, int fd, const char *name, const void *value, size_t size,
-			 int flags);
-	ssize_t (*flistxattr)(ferrite_fs *fs, int fd, char *list, size_t size);
-	int (*fremovexattr)(ferrite_fs *fs, int fd, const char *name);
-	ssize_t (*getxattrat)(ferrite_fs *fs, int dirfd, const char *path, int flags,
-			      const char *name, void *value, size_t size);
-	int (*setxattrat)(ferrite_fs *fs, int dirfd, const char *path, int flags, const char *name,
-			  const void *value, size_t size, int xattr_flags);
-	ssize_t (*listxattrat)(ferrite_fs *fs, int dirfd, const char *path, int flags, char *list,
-			       size_t size);
-	int (*removexattrat)(ferrite_fs *fs, int dirfd, const char *path, int flags,
-			     const char *name);
-	int (*mmap)(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flags,
-		    off_t offset, void **out);
-	ssize_t (*munmap)(ferrite_fs *fs, void *addr, size_t len);
-	ssize_t (*msync)(ferrite_fs *fs, void *addr, size_t len, int flags);
-	ssize_t (*mprotect)(ferrite_fs *fs, void *addr, size_t len, int prot);
-	int (*mmap_pinned)(ferrite_fs *fs, int fd, off_t from, off_t len);
-	int (*mmap_shrink)(ferrite_fs *fs, int fd, off_t newsize);
-	int (*mmap_refresh)(ferrite_fs *fs, int fd);
+	VFS_FS_CALLS(VFS_OPS_MEMBER)
+	VFS_DIR_CALLS(VFS_OPS_MEMBER)
+};
+
+/* An engine as the calls on a pool file (ferrite_mkfs, _mount, _fsck,
+ * _tune) see it. The C API asks each engine in turn whether a pool is its
+ * kind and hands the call to the first that says yes, or to the last, which
+ * need not answer (NULL makes and owns): it takes every other file, and its
+ * mount and fsck say what is wrong with one that is no pool at all. pool is
+ * never NULL here (the C API puts the default pool in its place). */
+struct meta_tune_args;
+struct vfs_engine {
+	const char *name;
+	/* 1 if mkfs with these options (never NULL) makes this kind of pool */
+	int (*makes)(const struct ferrite_mkfs_opts *opts);
+	/* 1 if the pool file is this kind of pool */
+	int (*owns)(const char *pool);
+	int (*mkfs)(const char *pool, const struct ferrite_mkfs_opts *opts);
+	int (*mount)(const char *pool, const struct ferrite_mount_opts *opts, ferrite_fs **out);
+	int (*fsck)(const char *pool, int repair, void (*report)(void *arg, const char *line),
+		    void *report_arg, void (*progress)(void *arg, uint64_t done, uint64_t total),
+		    void *progress_arg);
+	/* t: the superblock's part, checked; opts: the engine's own part
+	 * (the backing directory) and the results it reports */
+	int (*tune)(const char *pool, const struct meta_tune_args *t,
+		    struct ferrite_tune_opts *opts);
 };
 
 struct vfs_handle {
