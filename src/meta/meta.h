@@ -44,6 +44,16 @@ struct meta_mkfs_params {
 	void *progress_arg;
 	int force;
 };
+/* The steps every kind of pool's mkfs begins with: opens the pool file
+ * (creating it), refuses one with contents unless prm->force (a DAX device
+ * is always formatted), settles the size (a DAX device's own or less, the
+ * default, whole units, 16 MiB to 16 TiB) and populates and maps that much.
+ * *size: the size settled. Whatever it returns, meta_mkfs_finish ends it. */
+int meta_mkfs_prepare(struct pool *p, const char *path, const struct meta_mkfs_params *prm,
+		      uint64_t *size);
+/* The end of every mkfs: on failure (rc) the pool file is left as it was
+ * found (one mkfs created is removed); closes it; returns rc. */
+int meta_mkfs_finish(struct pool *p, int rc);
 /* Formats the pool: superblock, state, logs, space. Calls back to let the
  * fs layer create the root directory before the superblock is published. */
 int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,

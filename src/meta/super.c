@@ -26,6 +26,7 @@
 
 #define MIN_POOL      (16 * FR_MIB)
 #define DEFAULT_POOL  (1 * FR_GIB)
+#define MAX_POOL      (16ULL << 40)
 #define LOG_SLOT_SIZE (64 * 1024)
 
 static uint32_t super_csum(const struct fr_super *sb)
@@ -191,27 +192,20 @@ static int existing_content(struct pool *p, int *is_pool)
 	return 1;
 }
 
-int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
-	      int (*make_root)(struct meta *m, struct tx *tx, void *arg), void *arg)
+int meta_mkfs_prepare(struct pool *p, const char *path, const struct meta_mkfs_params *prm,
+		      uint64_t *size_out)
 {
-	struct meta *m = calloc(1, sizeof(*m));
-	if (!m)
-		return -ENOMEM;
-	struct pool *p = &m->pool;
 	int rc = pool_open(p, path, POOL_CREATE);
-	if (rc) {
-		free(m);
+	if (rc)
 		return rc;
-	}
 	uint64_t size = prm->size;
 	int is_pool;
-	if (existing_content(p, &is_pool) && !prm->force && p->kind != POOL_DEVDAX) {
-		rc = fr_err(-EEXIST,
-			    is_pool ? "%s: already a ferrite pool (use --force to format it again)"
-				    : "%s: file exists and is not empty (use --force to overwrite)",
-			    path);
-		goto out;
-	}
+	if (existing_content(p, &is_pool) && !prm->force && p->kind != POOL_DEVDAX)
+		return fr_err(-EEXIST,
+			      is_pool
+				  ? "%s: already a ferrite pool (use --force to format it again)"
+				  : "%s: file exists and is not empty (use --force to overwrite)",
+			      path);
 	if (p->kind == POOL_DEVDAX) {
 		if (size == 0 || size > p->file_size)
 			size = p->file_size;
@@ -219,19 +213,35 @@ int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
 		size = DEFAULT_POOL;
 	}
 	size = FR_ALIGN_DOWN(size, FR_UNIT_SIZE);
-	if (size < MIN_POOL) {
-		rc = fr_err(-EINVAL, "%s: pool size must be at least %llu MiB", path,
-			    (unsigned long long)(MIN_POOL >> 20));
-		goto out;
-	}
-	if (size > (16ULL << 40)) {
-		rc = fr_err(-EINVAL, "%s: pool size must be at most 16 TiB", path);
-		goto out;
-	}
+	if (size < MIN_POOL)
+		return fr_err(-EINVAL, "%s: pool size must be at least %llu MiB", path,
+			      (unsigned long long)(MIN_POOL >> 20));
+	if (size > MAX_POOL)
+		return fr_err(-EINVAL, "%s: pool size must be at most 16 TiB", path);
 	rc = pool_populate(p, size, prm->progress, prm->progress_arg);
+	if (!rc)
+		rc = pool_map(p, size);
+	*size_out = size;
+	return rc;
+}
+
+int meta_mkfs_finish(struct pool *p, int rc)
+{
 	if (rc)
-		goto out;
-	rc = pool_map(p, size);
+		rc = pool_mkfs_undo(p, rc); /* no pool file left half made */
+	pool_close(p);
+	return rc;
+}
+
+int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
+	      int (*make_root)(struct meta *m, struct tx *tx, void *arg), void *arg)
+{
+	struct meta *m = calloc(1, sizeof(*m));
+	if (!m)
+		return -ENOMEM;
+	struct pool *p = &m->pool;
+	uint64_t size;
+	int rc = meta_mkfs_prepare(p, path, prm, &size);
 	if (rc)
 		goto out;
 
@@ -290,9 +300,7 @@ out_detach:
 	log_fini(m);
 	sp_detach(&m->sp);
 out:
-	if (rc)
-		rc = pool_mkfs_undo(p, rc); /* no pool file left half made */
-	pool_close(p);
+	rc = meta_mkfs_finish(p, rc);
 	free(m);
 	return rc;
 }

@@ -40,7 +40,6 @@
 #include "tier/tier_api.h"
 
 #define MIN_POOL      (16 * FR_MIB)
-#define DEFAULT_POOL  (1 * FR_GIB)
 #define JOURNAL_SIZE  (1 * FR_MIB)
 #define POOL_XATTR    "user.ferrite.pool"
 #define MAX_PERIOD_MS 60000
@@ -78,37 +77,34 @@ static int plan(uint64_t size, int consistency, struct layout *l)
 
 /* ---- mkfs ------------------------------------------------------------------------ */
 
-int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
+/* The options mkfs takes for a tiered pool, and the backing directory's
+ * fitness: a writable directory whose path fits the header, that does not
+ * hold the pool and that no other pool names (unless forced). backing:
+ * its real path; *bst: its stat. */
+static int mkfs_check(const char *path, const struct ferrite_mkfs_opts *o, char backing[PATH_MAX],
+		      struct stat *bst)
 {
-	fr_err_clear();
-	if (!path)
-		path = ferrite_default_pool();
 	if (o->tier_consistency != FERRITE_TIER_PER_WRITE &&
 	    o->tier_consistency != FERRITE_TIER_EPOCH)
-		return fr_err_finish(
-		    fr_err(-EINVAL, "unknown consistency %d", o->tier_consistency));
+		return fr_err(-EINVAL, "unknown consistency %d", o->tier_consistency);
 	if (o->mode != FERRITE_MODE_SYNC)
-		return fr_err_finish(fr_err(-EINVAL, "a tiered pool has no strict mode: every "
-						     "write is atomic in per-write consistency"));
+		return fr_err(-EINVAL, "a tiered pool has no strict mode: every write is atomic in "
+				       "per-write consistency");
 	if (o->tier_flush_ms > MAX_PERIOD_MS || o->tier_epoch_ms > MAX_PERIOD_MS)
-		return fr_err_finish(fr_err(-EINVAL, "periods are at most %d ms", MAX_PERIOD_MS));
+		return fr_err(-EINVAL, "periods are at most %d ms", MAX_PERIOD_MS);
 	if (o->tier_writeback != FERRITE_TIER_WB_CACHED &&
 	    o->tier_writeback != FERRITE_TIER_WB_DIRECT)
-		return fr_err_finish(fr_err(-EINVAL, "unknown write-back %d", o->tier_writeback));
-	char backing[PATH_MAX];
+		return fr_err(-EINVAL, "unknown write-back %d", o->tier_writeback);
 	if (!realpath(o->tier_backing, backing))
-		return fr_err_finish(
-		    fr_err(-errno, "backing directory %s: %s", o->tier_backing, strerror(errno)));
-	struct stat bst;
-	if (tsys_stat(backing, &bst) != 0 || !S_ISDIR(bst.st_mode))
-		return fr_err_finish(fr_err(-ENOTDIR, "%s is not a directory", backing));
+		return fr_err(-errno, "backing directory %s: %s", o->tier_backing, strerror(errno));
+	if (tsys_stat(backing, bst) != 0 || !S_ISDIR(bst->st_mode))
+		return fr_err(-ENOTDIR, "%s is not a directory", backing);
 	if (strlen(backing) >= TIER_BACKING_MAX)
-		return fr_err_finish(fr_err(-ENAMETOOLONG, "backing directory path too long"));
+		return fr_err(-ENAMETOOLONG, "backing directory path too long");
 	struct statvfs sv;
 	if ((tsys_statvfs(backing, &sv) == 0 && (sv.f_flag & ST_RDONLY)) ||
 	    tsys_access(backing, W_OK) != 0)
-		return fr_err_finish(
-		    fr_err(-EROFS, "backing directory %s is not writable", backing));
+		return fr_err(-EROFS, "backing directory %s is not writable", backing);
 	/* The pool must not be inside the tree it caches. */
 	char pooldir[PATH_MAX], tmp[PATH_MAX];
 	snprintf(tmp, sizeof tmp, "%s", path);
@@ -118,73 +114,43 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 	if (realpath(slash ? (tmp[0] ? tmp : "/") : ".", pooldir)) {
 		size_t bl = strlen(backing);
 		if (!strncmp(pooldir, backing, bl) && (pooldir[bl] == '/' || !pooldir[bl]))
-			return fr_err_finish(fr_err(-EINVAL,
-						    "the pool %s lies inside its backing "
-						    "directory %s",
-						    path, backing));
+			return fr_err(-EINVAL, "the pool %s lies inside its backing directory %s",
+				      path, backing);
 	}
 	char owner[64] = "";
 	ssize_t on = tsys_getxattr(backing, POOL_XATTR, owner, sizeof owner - 1);
 	if (on > 0 && !o->force) {
 		owner[on] = 0;
-		return fr_err_finish(fr_err(-EEXIST,
-					    "%s is already the backing directory of pool %s "
-					    "(use --force to bind it to a new pool)",
-					    backing, owner));
+		return fr_err(-EEXIST,
+			      "%s is already the backing directory of pool %s (use --force to "
+			      "bind it to a new pool)",
+			      backing, owner);
 	}
+	return 0;
+}
 
-	struct pool p;
-	int rc = pool_open(&p, path, POOL_CREATE);
-	if (rc)
-		return fr_err_finish(rc);
-	if (p.file_size && !o->force && p.kind != POOL_DEVDAX) {
-		pool_close(&p);
-		return fr_err_finish(fr_err(-EEXIST,
-					    "%s: file exists and is not empty (use --force to "
-					    "overwrite)",
-					    path));
-	}
-	uint64_t size = o->size;
-	if (p.kind == POOL_DEVDAX && (size == 0 || size > p.file_size))
-		size = p.file_size;
-	if (size == 0)
-		size = DEFAULT_POOL;
-	size = FR_ALIGN_DOWN(size, FR_UNIT_SIZE);
-	struct layout l;
-	memset(&l, 0, sizeof l);
-	if (size < MIN_POOL || plan(size, o->tier_consistency, &l) != 0)
-		rc = fr_err(-EINVAL, "%s: pool size must be at least %llu MiB", path,
-			    (unsigned long long)(MIN_POOL >> 20));
-	if (!rc)
-		rc = pool_populate(&p, size, o->progress, o->progress_arg);
-	if (!rc)
-		rc = pool_map(&p, size);
-	if (rc) {
-		rc = pool_mkfs_undo(&p, rc); /* no pool file left half made */
-		pool_close(&p);
-		return fr_err_finish(rc);
-	}
-	char *base = p.base;
-	/* M1: nothing valid until the superblock. */
-	pm_zero_nt(base, l.data_off);
-	pm_fence();
+/* The tier header (and the epoch journal's), in a pool whose superblock is
+ * not written yet (M1). */
+static void mkfs_write_header(char *base, const struct layout *l, const struct ferrite_mkfs_opts *o,
+			      const char *backing, const struct stat *bst)
+{
 	struct tier_header th;
 	memset(&th, 0, sizeof th);
 	th.th_magic = TIER_MAGIC;
 	th.th_chunk_size = TIER_CHUNK_SIZE;
 	th.th_consistency = (uint32_t)o->tier_consistency;
-	th.th_nslots = l.nslots;
-	th.th_desc_off = l.desc_off;
-	th.th_data_off = l.data_off;
+	th.th_nslots = l->nslots;
+	th.th_desc_off = l->desc_off;
+	th.th_data_off = l->data_off;
 	th.th_rec_off = TIER_REC_OFF;
-	th.th_nrecs = l.nrecs;
+	th.th_nrecs = l->nrecs;
 	th.th_rec_size = TIER_REC_SIZE;
-	th.th_journal_off = l.journal_off;
-	th.th_journal_size = l.journal_size;
+	th.th_journal_off = l->journal_off;
+	th.th_journal_size = l->journal_size;
 	th.th_flush_ms = o->tier_flush_ms ? o->tier_flush_ms : 10;
 	th.th_epoch_ms = o->tier_epoch_ms ? o->tier_epoch_ms : 10;
 	th.th_writeback = (uint32_t)o->tier_writeback;
-	th.th_backing_ino = (uint64_t)bst.st_ino;
+	th.th_backing_ino = (uint64_t)bst->st_ino;
 	int bfd = tsys_openat(AT_FDCWD, backing, O_PATH | O_DIRECTORY | O_CLOEXEC, 0);
 	th.th_backing_btime = bfd >= 0 ? tier_btime(bfd) : 0;
 	if (bfd >= 0)
@@ -192,19 +158,52 @@ int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
 	memcpy(th.th_backing, backing, strlen(backing) + 1); /* checked: it fits */
 	th.th_csum = tier_header_csum(&th);
 	pm_copy_flush(base + TIER_HDR_OFF, &th, sizeof th);
-	if (l.journal_size) {
+	if (l->journal_size) {
 		struct tier_ejournal j;
 		memset(&j, 0, sizeof j);
 		j.ej_magic = EJ_MAGIC;
-		pm_copy_flush(base + l.journal_off, &j, sizeof j);
+		pm_copy_flush(base + l->journal_off, &j, sizeof j);
 	}
+}
+
+/* mkfs of a tiered pool: meta's common steps (meta_mkfs_prepare), then
+ * everything zeroed, the tier header, and the superblock last (M1); the
+ * backing directory names the pool once it exists (M2). */
+int tier_mkfs(const char *path, const struct ferrite_mkfs_opts *o)
+{
+	fr_err_clear();
+	if (!path)
+		path = ferrite_default_pool();
+	char backing[PATH_MAX];
+	struct stat bst;
+	int rc = mkfs_check(path, o, backing, &bst);
+	if (rc)
+		return fr_err_finish(rc);
+	struct pool p;
+	struct meta_mkfs_params prm = {.size = o->size,
+				       .progress = o->progress,
+				       .progress_arg = o->progress_arg,
+				       .force = o->force};
+	uint64_t size;
+	struct layout l;
+	memset(&l, 0, sizeof l);
+	rc = meta_mkfs_prepare(&p, path, &prm, &size);
+	if (!rc && plan(size, o->tier_consistency, &l) != 0)
+		rc = fr_err(-EINVAL, "%s: pool size must be at least %llu MiB", path,
+			    (unsigned long long)(MIN_POOL >> 20));
+	if (rc)
+		return fr_err_finish(meta_mkfs_finish(&p, rc));
+	char *base = p.base;
+	pm_zero_nt(base, l.data_off); /* M1: nothing valid until the superblock */
+	pm_fence();
+	mkfs_write_header(base, &l, o, backing, &bst);
 	pm_fence();
 	struct fr_super sb;
 	meta_super_init(&sb, size, SB_INCOMPAT_TIER);
 	sb.sb_checksum = meta_super_csum(&sb);
 	pm_copy_flush(base, &sb, sizeof sb); /* COMMIT POINT of mkfs */
 	pm_fence();
-	pool_close(&p);
+	meta_mkfs_finish(&p, 0);
 	char uuid[37];
 	meta_uuid_str(sb.sb_uuid, uuid);
 	/* M2: the directory names its pool (where attributes exist). */
@@ -553,73 +552,70 @@ static int attach_backing(struct tier *t, const char *pool)
 	return 0;
 }
 
-int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_fs **out)
+static int mount_check_opts(const char *path, const struct ferrite_mount_opts *opts)
 {
-	fr_err_clear();
-	if (!out)
-		return fr_err_finish(-EINVAL);
-	*out = NULL;
-	if (opts && opts->read_only)
-		return fr_err_finish(fr_err(-EOPNOTSUPP, "read-only mounts are not supported yet"));
-	if (opts && opts->mode != FERRITE_MOUNT_POOL_MODE)
-		return fr_err_finish(fr_err(-EINVAL,
-					    "%s is a tiered pool: it has no sync or strict "
-					    "mode (every write is atomic)",
-					    path));
-	if (opts && opts->tier_flush_ms > MAX_PERIOD_MS)
-		return fr_err_finish(
-		    fr_err(-EINVAL, "the flush period is at most %d ms", MAX_PERIOD_MS));
-	struct tier *t = calloc(1, sizeof(*t));
-	if (!t)
-		return fr_err_finish(-ENOMEM);
-	t->h.ops = &tier_ops;
-	t->root_fd = -1;
+	if (!opts)
+		return 0;
+	if (opts->read_only)
+		return fr_err(-EOPNOTSUPP, "read-only mounts are not supported yet");
+	if (opts->mode != FERRITE_MOUNT_POOL_MODE)
+		return fr_err(-EINVAL,
+			      "%s is a tiered pool: it has no sync or strict mode (every write "
+			      "is atomic)",
+			      path);
+	if (opts->tier_flush_ms > MAX_PERIOD_MS)
+		return fr_err(-EINVAL, "the flush period is at most %d ms", MAX_PERIOD_MS);
+	return 0;
+}
+
+/* Opens and maps the pool, and checks everything in it before anything
+ * is used (M4): the superblock, the tier header, the image (check.c K1-K4);
+ * a damaged one whose backup is intact is named for fsck --repair. */
+static int mount_open_checked(struct tier *t, const char *path)
+{
 	int rc = pool_open(&t->pool, path, 0);
-	if (rc) {
-		free(t);
-		return fr_err_finish(rc);
-	}
+	if (rc)
+		return rc;
 	struct fr_super sb;
 	const char *why;
-	if (pread(t->pool.fd, &sb, sizeof sb, 0) != (ssize_t)sizeof sb) {
-		rc = fr_err(-EINVAL, "%s: too short to be a ferrite pool", path);
-		goto fail;
-	}
+	if (pread(t->pool.fd, &sb, sizeof sb, 0) != (ssize_t)sizeof sb)
+		return fr_err(-EINVAL, "%s: too short to be a ferrite pool", path);
 	rc = meta_super_check_common(&sb, t->pool.file_size, &why);
 	if (!rc && !(sb.sb_incompat & SB_INCOMPAT_TIER))
 		rc = -EINVAL, why = "not a tiered pool";
 	if (rc) {
 		int intact = rc == -EUCLEAN && (tier_backups_intact(t->pool.fd, t->pool.file_size) &
 						TIER_BACKUP_SUPER);
-		rc = fr_err(
+		return fr_err(
 		    rc, "%s: %s%s", path, why,
 		    intact ? "; the backup superblock is intact: run `ferrite fsck --repair`" : "");
-		goto fail;
 	}
 	rc = pool_map(&t->pool, sb.sb_pool_size);
 	if (rc)
-		goto fail;
+		return rc;
 	t->base = t->pool.base;
 	t->sb = (struct fr_super *)t->base;
 	t->th = (struct tier_header *)(t->base + TIER_HDR_OFF);
-	/* Everything later read from the pool is used as it is: checked
-	 * here, once, before recovery touches anything (check.c K1-K4). */
 	char bad[512];
 	if (tier_header_check(t->th, sb.sb_pool_size, bad, sizeof bad) != 0) {
 		int intact =
 		    tier_backups_intact(t->pool.fd, t->pool.file_size) & TIER_BACKUP_HEADER;
-		rc = fr_err(-EUCLEAN, "%s: %s%s", path, bad,
-			    intact ? "; its backup is intact: run `ferrite fsck --repair`" : "");
-		goto fail;
+		return fr_err(-EUCLEAN, "%s: %s%s", path, bad,
+			      intact ? "; its backup is intact: run `ferrite fsck --repair`" : "");
 	}
 	struct tier_geom g;
 	int journal_pending;
 	tier_geom_init(&g, t->base, sb.sb_pool_size);
-	if (tier_image_check(&g, &journal_pending, bad, sizeof bad) != 0) {
-		rc = fr_err(-EUCLEAN, "%s: %s", path, bad);
-		goto fail;
-	}
+	if (tier_image_check(&g, &journal_pending, bad, sizeof bad) != 0)
+		return fr_err(-EUCLEAN, "%s: %s", path, bad);
 	meta_uuid_str(sb.sb_uuid, t->uuid);
+	return 0;
+}
+
+/* The volatile state of a mounted tier: the pool's geometry as checked,
+ * the locks, the descriptor table, the dirty map and the bounce buffer. */
+static int mount_runtime_init(struct tier *t, const struct ferrite_mount_opts *opts)
+{
 	t->nslots = t->th->th_nslots;
 	t->nchunks = t->nslots * 2;
 	t->nrecs = t->th->th_nrecs;
@@ -630,9 +626,6 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 	t->flush_ms = opts && opts->tier_flush_ms ? opts->tier_flush_ms : t->th->th_flush_ms;
 	t->no_writeback = opts && opts->tier_no_writeback;
 	t->epoch_ms = t->th->th_epoch_ms;
-	rc = attach_backing(t, path);
-	if (rc)
-		goto fail;
 	struct rlimit rl;
 	if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
 		rl.rlim_cur = rl.rlim_max; /* one backing descriptor per open file */
@@ -645,15 +638,16 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 	pthread_rwlock_init(&t->epoch_lock, NULL);
 	pthread_mutex_init(&t->map_lock, NULL);
 	t->dirty_bits = calloc((t->nchunks + 63) / 64, sizeof(uint64_t));
-	if (!t->dirty_bits || posix_memalign((void **)&t->bounce, 4096, 256 * TIER_CHUNK_SIZE)) {
-		rc = -ENOMEM;
-		goto fail;
-	}
-	rc = tier_files_init(t);
-	if (rc)
-		goto fail;
-	stats_open(t);
-	/* M3: recovery, then drain. */
+	if (!t->dirty_bits || posix_memalign((void **)&t->bounce, 4096, 256 * TIER_CHUNK_SIZE))
+		return -ENOMEM;
+	return 0;
+}
+
+/* M3: what a crash interrupted completed or undone, then everything dirty
+ * drained; the flusher started. */
+static int mount_recover(struct tier *t, const char *path)
+{
+	int rc = 0;
 	if (t->consistency == TIER_EPOCH)
 		rc = tier_epoch_recover(t);
 	if (!rc)
@@ -674,17 +668,46 @@ int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_
 	if (!rc)
 		rc = tier_flusher_start(t);
 	if (rc) {
-		char why2[512];
-		snprintf(why2, sizeof why2, "%s", fr_err_isset() ? fr_err_get() : strerror(-rc));
-		fr_err(rc, "%s: %s", path, why2);
-		stats_close(t);
-		goto fail;
+		char why[512];
+		snprintf(why, sizeof why, "%s", fr_err_isset() ? fr_err_get() : strerror(-rc));
+		fr_err(rc, "%s: %s", path, why);
+	}
+	return rc;
+}
+
+int tier_mount(const char *path, const struct ferrite_mount_opts *opts, ferrite_fs **out)
+{
+	fr_err_clear();
+	if (!out)
+		return fr_err_finish(-EINVAL);
+	*out = NULL;
+	int rc = mount_check_opts(path, opts);
+	if (rc)
+		return fr_err_finish(rc);
+	struct tier *t = calloc(1, sizeof(*t));
+	if (!t)
+		return fr_err_finish(-ENOMEM);
+	t->h.ops = &tier_ops;
+	t->root_fd = -1;
+	rc = mount_open_checked(t, path);
+	if (!rc)
+		rc = mount_runtime_init(t, opts);
+	if (!rc)
+		rc = attach_backing(t, path);
+	if (!rc)
+		rc = tier_files_init(t);
+	if (!rc) {
+		stats_open(t);
+		rc = mount_recover(t, path);
+		if (rc)
+			stats_close(t);
+	}
+	if (rc) {
+		tier_free(t);
+		return fr_err_finish(rc);
 	}
 	*out = (ferrite_fs *)t;
 	return fr_err_finish(0);
-fail:
-	tier_free(t);
-	return fr_err_finish(rc);
 }
 
 int tier_unmount(ferrite_fs *fs)
