@@ -547,10 +547,89 @@ static uint64_t append_ahead(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip,
 	return to;
 }
 
+/* A write of [off, end) into a file of `size` bytes: the pages it needs
+ * backed, in a transaction that commits before the copy (a larger
+ * partition if the file outgrows its own, pre-allocation for an append). */
+static int write_back_range(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end,
+			    uint64_t size)
+{
+	struct log_ctx *lc = op_begin(fs);
+	if (!lc)
+		return -ENOMEM;
+	struct tx *tx = lc->tx;
+	int need = sp_level_for(end);
+	int lvl = tx_get1(tx, &ip->i_level);
+	int r = 0;
+	if (lvl == I_NO_PART || need > lvl)
+		r = relocate(fs, tx, ip, need, size);
+	lvl = tx_get1(tx, &ip->i_level);
+	if (!r) {
+		uint64_t b0 = is_small(lvl) ? FR_MIN(off, size) : off;
+		/* No [w0, w1) exemption: the data is copied after this
+		 * commit, and a window below the size is exposed by it, so
+		 * it must be zeroed now (D4) or a crash before the copy
+		 * shows the previous owner's bytes. */
+		r = back_range(fs, tx, ip, b0, append_ahead(fs, tx, ip, lvl, off, end, size) - b0,
+			       size, 0, 0);
+	}
+	if (r) {
+		tx_abort(tx);
+		op_end(fs, lc);
+		if (r == -EUCLEAN || r == -EFBIG)
+			return r;
+		return fr_err(-ENOSPC, "no space left in the pool");
+	}
+	r = op_commit(fs, lc);
+	op_end(fs, lc);
+	return r;
+}
+
+/* Where the bytes at off go, the range backed: the file's page, mapped,
+ * with a gap between the size and off zeroed first. */
+static int write_target(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end,
+			uint64_t size, char **dst)
+{
+	struct space *sp = &fs->m.sp;
+	*dst = direct_page(fs, ip, off, end, size);
+	if (*dst)
+		return 0;
+	uint64_t part = ip->i_part;
+	uint64_t map_from = FR_MIN(off, size);
+	int rc = vs_ensure(sp, part + map_from, end - map_from);
+	if (!rc && off > size)
+		rc = zero_backed(fs, ip, size, off);
+	if (!rc)
+		*dst = vs_addr(sp, part + off);
+	return rc;
+}
+
+/* The copy, then the size (the commit point of an append) or the times. */
+static void copy_and_publish(struct fr_inode *ip, const struct iovec *iov, int iovcnt, char *dst,
+			     uint64_t off, uint64_t end, uint64_t size)
+{
+	if (PM_PLANTED(PM_PLANT_SIZE_BEFORE_DATA) && end > size)
+		publish_size(ip, end, T_MTIME | T_CTIME);
+	for (int i = 0; i < iovcnt; i++) {
+		size_t n = FR_MIN(iov[i].iov_len, (size_t)(end - off));
+		if (!n)
+			continue;
+		pm_copy_nt(dst, iov[i].iov_base, n);
+		dst += n;
+		off += n;
+	}
+	if (end > size) {
+		pm_fence(); /* ORDER: data before the size that exposes it */
+		publish_size(ip, end, T_MTIME | T_CTIME);
+	} else {
+		stamp(ip, T_MTIME | T_CTIME);
+		pm_flush(&ip->i_size, 64);
+		pm_fence(); /* data and times durable on return */
+	}
+}
+
 ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovcnt, int64_t off_in,
 		 int64_t *newoff)
 {
-	struct space *sp = &fs->m.sp;
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	pthread_rwlock_t *lk = ino_lock(fs, ino);
 	size_t len = iov_total(iov, iovcnt);
@@ -581,80 +660,14 @@ ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovc
 	}
 	uint64_t end = off + len;
 	uint64_t from = is_small(ip->i_level) || ip->i_level == I_NO_PART ? FR_MIN(off, size) : off;
-	if (needs_backing(fs, ip, from, end - from)) {
-		struct log_ctx *lc = op_begin(fs);
-		if (!lc) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		struct tx *tx = lc->tx;
-		int need = sp_level_for(end);
-		int lvl = tx_get1(tx, &ip->i_level);
-		int r = 0;
-		if (lvl == I_NO_PART || need > lvl)
-			r = relocate(fs, tx, ip, need, size);
-		lvl = tx_get1(tx, &ip->i_level);
-		if (!r) {
-			uint64_t b0 = is_small(lvl) ? FR_MIN(off, size) : off;
-			/* No [w0, w1) exemption: the data is copied after this
-			 * commit, and a window below the size is exposed by it, so
-			 * it must be zeroed now (D4) or a crash before the copy
-			 * shows the previous owner's bytes. */
-			r = back_range(fs, tx, ip, b0,
-				       append_ahead(fs, tx, ip, lvl, off, end, size) - b0, size, 0,
-				       0);
-		}
-		if (r) {
-			tx_abort(tx);
-			op_end(fs, lc);
-			rc = r == -EUCLEAN ? r : (r == -EFBIG ? r : -ENOSPC);
-			if (rc == -ENOSPC)
-				fr_err(rc, "no space left in the pool");
-			goto out;
-		}
-		r = op_commit(fs, lc);
-		op_end(fs, lc);
-		if (r) {
-			rc = r;
-			goto out;
-		}
-	}
-	char *dst = direct_page(fs, ip, off, end, size);
-	if (!dst) {
-		uint64_t part = ip->i_part;
-		uint64_t map_from = FR_MIN(off, size);
-		int mrc = vs_ensure(sp, part + map_from, end - map_from);
-		if (mrc) {
-			rc = mrc;
-			goto out;
-		}
-		if (off > size) {
-			mrc = zero_backed(fs, ip, size, off);
-			if (mrc) {
-				rc = mrc;
-				goto out;
-			}
-		}
-		dst = vs_addr(sp, part + off);
-	}
-	if (PM_PLANTED(PM_PLANT_SIZE_BEFORE_DATA) && end > size)
-		publish_size(ip, end, T_MTIME | T_CTIME);
-	for (int i = 0; i < iovcnt; i++) {
-		size_t n = FR_MIN(iov[i].iov_len, (size_t)(end - off));
-		if (!n)
-			continue;
-		pm_copy_nt(dst, iov[i].iov_base, n);
-		dst += n;
-		off += n;
-	}
-	if (end > size) {
-		pm_fence(); /* ORDER: data before the size that exposes it */
-		publish_size(ip, end, T_MTIME | T_CTIME);
-	} else {
-		stamp(ip, T_MTIME | T_CTIME);
-		pm_flush(&ip->i_size, 64);
-		pm_fence(); /* data and times durable on return */
-	}
+	char *dst = NULL;
+	if (needs_backing(fs, ip, from, end - from))
+		rc = write_back_range(fs, ip, off, end, size);
+	if (!rc)
+		rc = write_target(fs, ip, off, end, size, &dst);
+	if (rc)
+		goto out;
+	copy_and_publish(ip, iov, iovcnt, dst, off, end, size);
 	rc = (ssize_t)len;
 	if (newoff)
 		*newoff = (int64_t)end;

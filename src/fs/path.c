@@ -108,6 +108,58 @@ static int host_absolute(ferrite_fs *fs, const char **p)
 	return vfs_set_escaped_path(*p);
 }
 
+/* The walk's answer: the directory it ended in and the name looked up
+ * there (ino 0: missing; len 0: the path named a directory itself). */
+static void nd_result(ferrite_fs *fs, struct nameidata *nd, uint64_t dir, const char *name,
+		      size_t len, int slash, uint64_t ino)
+{
+	nd->dir_ino = dir;
+	nd->dir_gen = ino_ptr(fs, dir)->i_generation;
+	memcpy(nd->name, name, len);
+	nd->name[len] = 0;
+	nd->len = len;
+	nd->trailing_slash = slash;
+	nd->ino = ino;
+}
+
+/* The walk reached symlink `link` with `rest` of the path after it: the
+ * path to go on with becomes the target, then the rest (*buf owns it,
+ * *tgt is scratch for the target); an absolute target starts again at the
+ * root, or leaves the pool (host_absolute). `final`: the link is the last
+ * component, followed without a trailing slash. */
+static int splice_link(ferrite_fs *fs, uint64_t link, const char *rest, int final, char **buf,
+		       char **tgt, const char **p, uint64_t *cur)
+{
+	if (!*tgt && !(*tgt = malloc(FS_PATH_MAX + 1)))
+		return -ENOMEM;
+	size_t tlen;
+	int rc = read_link_target(fs, link, *tgt, FS_PATH_MAX, &tlen);
+	if (rc)
+		return rc;
+	/* Like Linux, the only bound on nested links is their number (ELOOP). */
+	size_t rlen = strlen(rest);
+	char *nbuf = malloc(tlen + 1 + rlen + 1);
+	if (!nbuf)
+		return -ENOMEM;
+	memcpy(nbuf, *tgt, tlen);
+	nbuf[tlen] = '/';
+	memcpy(nbuf + tlen + 1, rest, rlen + 1);
+	if (final)
+		nbuf[tlen] = 0;
+	free(*buf);
+	*buf = nbuf;
+	*p = nbuf;
+	if ((*tgt)[0] != '/')
+		return 0;
+	*cur = fs->root_ino;
+	return host_absolute(fs, p);
+}
+
+/* One component at a time, Linux's order of checks: the directory's type
+ * and search permission, the name's length, the lookup; a symlink is
+ * spliced in (splice_link) unless it is the last component and not to be
+ * followed. LOOKUP_PARENT stops at the last component, found or not, and
+ * with LOOKUP_LOCK_PARENT returns holding its directory's lock. */
 int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct nameidata *nd)
 {
 	if (!path)
@@ -130,11 +182,7 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 			p++;
 		if (!*p) {
 			/* The path names a directory itself ("/", "a/" after a link...). */
-			nd->dir_ino = cur;
-			nd->dir_gen = ino_ptr(fs, cur)->i_generation;
-			nd->len = 0;
-			nd->ino = cur;
-			nd->trailing_slash = 1;
+			nd_result(fs, nd, cur, "", 0, 1, cur);
 			break;
 		}
 		const char *comp = p;
@@ -177,13 +225,8 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 			struct fr_inode *cp = child ? ino_ptr(fs, child) : NULL;
 			int follow = (flags & LOOKUP_FOLLOW) && cp && S_ISLNK(cp->i_mode);
 			if (!follow) {
-				nd->dir_ino = cur;
-				nd->dir_gen = dp->i_generation;
-				memcpy(nd->name, comp, len);
-				nd->name[len] = 0;
-				nd->len = len;
-				nd->trailing_slash = slash;
-				nd->ino = rc == -ENODATA ? 0 : child;
+				nd_result(fs, nd, cur, comp, len, slash,
+					  rc == -ENODATA ? 0 : child);
 				nd->locked = keep;
 				rc = 0;
 				break;
@@ -201,36 +244,9 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 				rc = fr_err(-ELOOP, "too many levels of symbolic links");
 				break;
 			}
-			if (!tgt && !(tgt = malloc(FS_PATH_MAX + 1))) {
-				rc = -ENOMEM;
-				break;
-			}
-			size_t tlen;
-			rc = read_link_target(fs, child, tgt, FS_PATH_MAX, &tlen);
+			rc = splice_link(fs, child, rest, last && !slash, &buf, &tgt, &p, &cur);
 			if (rc)
 				break;
-			/* New path: the target, then what was left. Like Linux, the
-			 * only bound on nested links is their number (ELOOP). */
-			size_t rlen = strlen(rest);
-			char *nbuf = malloc(tlen + 1 + rlen + 1);
-			if (!nbuf) {
-				rc = -ENOMEM;
-				break;
-			}
-			memcpy(nbuf, tgt, tlen);
-			nbuf[tlen] = '/';
-			memcpy(nbuf + tlen + 1, rest, rlen + 1);
-			if (last && !slash)
-				nbuf[tlen] = 0;
-			free(buf);
-			buf = nbuf;
-			p = buf;
-			if (tgt[0] == '/') {
-				cur = fs->root_ino;
-				rc = host_absolute(fs, &p);
-				if (rc)
-					break;
-			}
 			continue;
 		}
 		if (last) {
@@ -238,13 +254,7 @@ int path_walk(ferrite_fs *fs, uint64_t at, const char *path, int flags, struct n
 				rc = -ENOTDIR;
 				break;
 			}
-			nd->dir_ino = cur;
-			nd->dir_gen = dp->i_generation;
-			memcpy(nd->name, comp, len);
-			nd->name[len] = 0;
-			nd->len = len;
-			nd->trailing_slash = slash;
-			nd->ino = child;
+			nd_result(fs, nd, cur, comp, len, slash, child);
 			break;
 		}
 		cur = child;

@@ -156,16 +156,10 @@ static void flush_file(struct tier *t, struct tier_file *tf, struct fchunk *fc, 
 		pthread_rwlock_unlock(&t->epoch_lock);
 }
 
-/* One round: returns the chunks made clean, or -errno. shared_epoch: take
- * epoch_lock shared while chunks are copied (the background flusher; a
- * drain runs where no commit can, or holds it itself). */
-static int64_t flush_round(struct tier *t, struct tier_file *only, int *left, char *bounce,
-			   int shared_epoch)
+/* The chunks to write this round: valid, dirty, not part of an unfinished
+ * write (C), of `only` if given; at most ROUND_MAX (*left: more remain). */
+static size_t collect_dirty(struct tier *t, struct tier_file *only, struct fchunk *fc, int *left)
 {
-	struct fchunk *fc = malloc(ROUND_MAX * sizeof(*fc));
-	if (!fc)
-		return -ENOMEM;
-	shared_epoch = shared_epoch && t->consistency == TIER_EPOCH;
 	size_t n = 0;
 	uint64_t words = (t->nchunks + 63) / 64;
 	*left = 0;
@@ -180,53 +174,44 @@ static int64_t flush_round(struct tier *t, struct tier_file *only, int *left, ch
 				continue;
 			if (n == ROUND_MAX) {
 				*left = 1;
-				goto collected;
+				return n;
 			}
 			fc[n++] = (struct fchunk){tag_fid(tag), tag_idx(tag), c, 0, 0, 0};
 		}
 	}
-collected:
-	if (!n) {
-		free(fc);
-		return 0;
-	}
-	qsort(fc, n, sizeof(*fc), fchunk_cmp);
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		while (j < n && fc[j].fid == fc[i].fid)
-			j++;
-		struct tier_file *tf = tf_ref(t, fc[i].fid);
-		if (tf) {
-			flush_file(t, tf, fc + i, j - i, bounce, shared_epoch);
-			tf_put(t, tf);
-		}
-		i = j;
-	}
-	/* Make everything written durable: data and the namespace around it. */
-	if (tsys_syncfs(t->root_fd) != 0) {
-		int e = errno;
-		free(fc);
-		return tier_backing_failed(t, e, "syncing");
-	}
+	return n;
+}
+
+/* The end of the run of fc (sorted by file) that starts at i: [i, end) are
+ * one file's chunks. */
+static size_t file_run_end(const struct fchunk *fc, size_t n, size_t i)
+{
+	size_t j = i;
+	while (j < n && fc[j].fid == fc[i].fid)
+		j++;
+	return j;
+}
+
+/* After syncfs: each chunk written that still holds what was written is
+ * clean (L1). L4: under the file's flush lock, so that nothing changed the
+ * backing file between the write and here (a punch, say) while the D bit
+ * is cleared: a chunk must never be clean unless the backing file holds
+ * its bytes (cache.c C1). Returns the chunks made clean. */
+static int64_t mark_clean(struct tier *t, struct fchunk *fc, size_t n)
+{
 	int64_t cleaned = 0;
-	for (size_t i = 0; i < n;) {
-		size_t j = i;
-		while (j < n && fc[j].fid == fc[i].fid)
-			j++;
-		/* L4: under the file's flush lock, so that nothing changed the
-		 * backing file between the write and here (a punch, say) while
-		 * the D bit is cleared: a chunk must never be clean unless the
-		 * backing file holds its bytes (cache.c C1). */
+	for (size_t i = 0, j; i < n; i = j) {
+		j = file_run_end(fc, n, i);
 		struct tier_file *tf = tf_ref(t, fc[i].fid);
-		if (tf)
-			pthread_mutex_lock(&tf->flush_lock);
-		for (size_t k = i; tf && k < j; k++) {
+		if (!tf)
+			continue;
+		pthread_mutex_lock(&tf->flush_lock);
+		for (size_t k = i; k < j; k++) {
 			struct fchunk *f = &fc[k];
 			if (!f->written)
 				continue;
 			pthread_mutex_t *lk = slot_lock(t, f->c / 2);
 			pthread_mutex_lock(lk);
-			/* L1: only if it still holds what was written. */
 			if (tag_of(t, f->c) == f->tag && chunk_desc(t, f->c)->d_seq == f->seq &&
 			    tier_file_at(t, f->fid) == tf) {
 				struct tier_desc *d = chunk_desc(t, f->c);
@@ -238,14 +223,16 @@ collected:
 			}
 			pthread_mutex_unlock(lk);
 		}
-		if (tf) {
-			pm_fence();
-			pthread_mutex_unlock(&tf->flush_lock);
-			tf_put(t, tf);
-		}
-		i = j;
+		pm_fence();
+		pthread_mutex_unlock(&tf->flush_lock);
+		tf_put(t, tf);
 	}
-	/* Closed files now clean: their backing size and mtime catch up. */
+	return cleaned;
+}
+
+/* Closed files now clean: their backing size and mtime catch up. */
+static void sync_closed_meta(struct tier *t, const struct fchunk *fc, size_t n)
+{
 	for (size_t i = 0; i < n; i++) {
 		if (i && fc[i].fid == fc[i - 1].fid)
 			continue;
@@ -263,6 +250,42 @@ collected:
 		}
 		tf_put(t, tf);
 	}
+}
+
+/* One round: collect, write each file's chunks, make it all durable, mark
+ * clean what still holds what was written, catch up closed files' size and
+ * mtime. Returns the chunks made clean, or -errno. shared_epoch: take
+ * epoch_lock shared while chunks are copied (the background flusher; a
+ * drain runs where no commit can, or holds it itself). */
+static int64_t flush_round(struct tier *t, struct tier_file *only, int *left, char *bounce,
+			   int shared_epoch)
+{
+	struct fchunk *fc = malloc(ROUND_MAX * sizeof(*fc));
+	if (!fc)
+		return -ENOMEM;
+	shared_epoch = shared_epoch && t->consistency == TIER_EPOCH;
+	size_t n = collect_dirty(t, only, fc, left);
+	if (!n) {
+		free(fc);
+		return 0;
+	}
+	qsort(fc, n, sizeof(*fc), fchunk_cmp);
+	for (size_t i = 0, j; i < n; i = j) {
+		j = file_run_end(fc, n, i);
+		struct tier_file *tf = tf_ref(t, fc[i].fid);
+		if (tf) {
+			flush_file(t, tf, fc + i, j - i, bounce, shared_epoch);
+			tf_put(t, tf);
+		}
+	}
+	/* Make everything written durable: data and the namespace around it. */
+	if (tsys_syncfs(t->root_fd) != 0) {
+		int e = errno;
+		free(fc);
+		return tier_backing_failed(t, e, "syncing");
+	}
+	int64_t cleaned = mark_clean(t, fc, n);
+	sync_closed_meta(t, fc, n);
 	free(fc);
 	return cleaned;
 }
