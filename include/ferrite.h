@@ -39,6 +39,13 @@ extern "C" {
 #define FERRITE_VERSION_MAJOR 0
 #define FERRITE_VERSION_MINOR 1
 
+/* An open flag of ours beside O_*: open to execute. The caller needs
+ * execute permission, not read, and the file must be regular; the
+ * descriptor reads. It is the value of Linux's __FMODE_EXEC, which the
+ * kernel's exec sets on the open a FUSE daemon receives, and which open(2)
+ * ignores from a program. */
+#define FERRITE_O_EXEC 040
+
 /* Flags for ferrite_rename() (same values as Linux renameat2). */
 #ifndef RENAME_NOREPLACE
 #define RENAME_NOREPLACE (1u << 0)

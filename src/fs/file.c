@@ -196,6 +196,13 @@ static int open_checks(ferrite_fs *fs, uint64_t ino, int flags, int created)
 	int mask = (acc != O_WRONLY ? 4 : 0) | (acc != O_RDONLY ? 2 : 0);
 	if ((flags & O_TRUNC) && S_ISREG(m))
 		mask |= 2;
+	if (flags & FERRITE_O_EXEC) {
+		/* The kernel's exec of a file through the mount: a file whose
+		 * mode lets the caller execute but not read (0711) runs. */
+		if (!S_ISREG(m) || acc != O_RDONLY || (flags & O_TRUNC))
+			return -EACCES;
+		mask = 1;
+	}
 	int rc = perm_check(cred_get(), NULL, ip, mask);
 	if (!rc && (flags & O_TRUNC) && S_ISREG(m))
 		rc = mm_truncate(fs, ino, 0);
@@ -237,7 +244,7 @@ int pmfs_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t m
 	at_end(fs, held);
 	if (!rc)
 		rc = open_checks(fs, ino, flags, created);
-	API_RETURN(rc ? rc : fs_open_ino(fs, ino, flags));
+	API_RETURN(rc ? rc : fs_open_ino(fs, ino, flags & ~FERRITE_O_EXEC));
 }
 
 int pmfs_reopen(ferrite_fs *fs, int fd, int flags)
@@ -261,7 +268,7 @@ int pmfs_reopen(ferrite_fs *fs, int fd, int flags)
 			pthread_rwlock_rdlock(lk);
 			nof->vn = vn_get(fs, ino, of->vn->gen);
 			pthread_rwlock_unlock(lk);
-			vfs_file_init(&nof->f, flags);
+			vfs_file_init(&nof->f, flags & ~FERRITE_O_EXEC);
 			if (!nof->vn) {
 				vfs_file_fini(&nof->f);
 				free(nof);

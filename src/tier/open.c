@@ -99,11 +99,42 @@ static int install(struct tier *t, int kfd, int flags, int trunc)
 	return fd;
 }
 
-/* Flags for the kernel descriptor (N1). */
+/* Flags for the kernel descriptor (N1). An open to execute (FERRITE_O_EXEC)
+ * first only names the file (exec_reopen). */
 static int kernel_flags(int flags)
 {
+	if (flags & FERRITE_O_EXEC)
+		return O_PATH | O_CLOEXEC | (flags & O_NOFOLLOW);
 	int k = flags & ~(O_TRUNC | O_APPEND | O_DIRECT | O_SYNC | O_DSYNC | O_ASYNC);
 	return k | O_CLOEXEC;
+}
+
+/* An open to execute, of the file kfd names (O_PATH, closed here): a
+ * regular file the caller's ids may execute, as the kernel's exec checks;
+ * then it is opened for reading with the process's own ids, since the
+ * caller's may not read it (mode 0711). The new descriptor or -errno. */
+static int exec_reopen(int kfd)
+{
+	struct stat st;
+	int rc = 0;
+	if (fstat(kfd, &st) != 0)
+		rc = -errno;
+	else if (!S_ISREG(st.st_mode) ||
+		 tsys_faccessat(kfd, "", X_OK, AT_EMPTY_PATH | AT_EACCESS) != 0)
+		rc = -EACCES;
+	if (!rc) {
+		char pp[64];
+		tier_proc_path(pp, sizeof pp, kfd);
+		int applied = tier_creds_applied;
+		tier_creds_done();
+		rc = tsys_openat(AT_FDCWD, pp, O_RDONLY | O_CLOEXEC, 0);
+		if (rc < 0)
+			rc = -errno;
+		if (applied)
+			tier_creds_apply();
+	}
+	close(kfd);
+	return rc;
 }
 
 int tier_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t mode)
@@ -148,6 +179,8 @@ int tier_openat(ferrite_fs *fs, int dirfd, const char *path, int flags, mode_t m
 		created = kfd >= 0 && (flags & O_CREAT);
 	}
 	tier_end_dir(t, held);
+	if (kfd >= 0 && (flags & FERRITE_O_EXEC))
+		kfd = exec_reopen(kfd);
 	if (kfd < 0)
 		return TIER_END(kfd);
 	if (created) {
@@ -191,6 +224,11 @@ int tier_reopen(ferrite_fs *fs, int fd, int flags)
 	tfd_put(t, of);
 	if (kfd < 0)
 		return TIER_END(-errno);
+	if (flags & FERRITE_O_EXEC) {
+		kfd = exec_reopen(kfd);
+		if (kfd < 0)
+			return TIER_END(kfd);
+	}
 	int trunc = (flags & O_TRUNC) && (flags & O_ACCMODE) != O_RDONLY;
 	return TIER_END(install(t, kfd, flags, trunc));
 }
