@@ -562,9 +562,10 @@ FERRITE_API int ferrite_removexattrat(ferrite_fs *fs, int dirfd, const char *pat
  * EOF are backed at ferrite_mmap; pages of the range beyond EOF are left
  * inaccessible (a SIGSEGV on access, where Linux raises SIGBUS) until
  * ferrite_mmap_refresh maps those that entered the file since. Truncation
- * and hole punching cut the mappings at the new end of file or fail with
- * -EBUSY when they would take pages a mapping uses; ferrite_mmap_shrink and
- * ferrite_mmap_pinned let a front end ask first. See docs/contracts.md#mmap. */
+ * cuts the mappings at the new end of file, zeroes the rest of its last page
+ * and leaves the pages below it in place (the file stays in a large
+ * partition); punching a hole in a mapped range stores zeros there instead
+ * of freeing its pages. Neither is refused. See docs/contracts.md#mmap. */
 
 /* Maps [offset, offset+len) of fd at addr (a hint unless MAP_FIXED); the
  * address goes to *out. offset must be page aligned. */
@@ -582,13 +583,12 @@ FERRITE_API ssize_t ferrite_msync(ferrite_fs *fs, void *addr, size_t len, int fl
  * ferrite mappings there and keeps their pages beyond EOF inaccessible.
  * Returns the bytes covered. */
 FERRITE_API ssize_t ferrite_mprotect(ferrite_fs *fs, void *addr, size_t len, int prot);
-/* 1 if releasing fd's storage in [from, from+len) (len 0: to the end, as a
- * truncation to from does) could take pages a mapping uses, else 0. */
+/* 1 if a mapping shows a page of fd in [from, from+len) (len 0: to the
+ * end), else 0. */
 FERRITE_API int ferrite_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len);
-/* Prepares fd's mappings for a truncation to newsize: pages beyond the new
- * EOF become inaccessible again (they come back when the file grows). -EBUSY
- * if the truncation would move the pages the mappings use (a file that
- * becomes small, 256 KiB or less, is copied into a small partition). */
+/* Cuts fd's mappings at newsize: pages beyond it become inaccessible again
+ * (they come back when the file grows). Truncation does this itself; a
+ * front end need not call it. */
 FERRITE_API int ferrite_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize);
 /* Maps the pages of fd's mappings that entered the file since they were
  * made (after it grew). Returns 0 or -errno. */

@@ -721,7 +721,9 @@ out:
 
 /* Releases backing beyond keep and shrinks the partition, in bounded
  * transactions. The size must already be <= keep. */
-static int shrink_storage(ferrite_fs *fs, struct fr_inode *ip, uint64_t keep)
+/* mapped: a mapping of the file may show the pages below keep, so they must
+ * keep their pool offsets: the partition stays large (mmap.c M1). */
+static int shrink_storage(ferrite_fs *fs, struct fr_inode *ip, uint64_t keep, int mapped)
 {
 	int level = ip->i_level;
 	if (level == I_NO_PART)
@@ -755,6 +757,8 @@ static int shrink_storage(ferrite_fs *fs, struct fr_inode *ip, uint64_t keep)
 		}
 	}
 	int want = keep == 0 ? I_NO_PART : sp_level_for(keep);
+	if (mapped && !is_small(level) && (want == I_NO_PART || want < SP_L3))
+		want = SP_L3;
 	if (want == I_NO_PART || want < level || is_small(level)) {
 		struct log_ctx *lc = op_begin(fs);
 		if (!lc)
@@ -784,7 +788,7 @@ int dp_release_tx(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip)
 int dp_release_all(ferrite_fs *fs, struct log_ctx **lcp, uint64_t ino)
 {
 	(void)lcp;
-	return shrink_storage(fs, ino_ptr(fs, ino), 0);
+	return shrink_storage(fs, ino_ptr(fs, ino), 0, 0);
 }
 
 static int grow_to(ferrite_fs *fs, struct fr_inode *ip, uint64_t newsize)
@@ -817,7 +821,7 @@ static int grow_to(ferrite_fs *fs, struct fr_inode *ip, uint64_t newsize)
 	return zero_backed(fs, ip, size, newsize);
 }
 
-int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len)
+int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len, int mapped)
 {
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	pthread_rwlock_t *lk = ino_lock(fs, ino);
@@ -835,7 +839,12 @@ int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len)
 		}
 	} else if (len < size) {
 		publish_size(ip, len, T_MTIME | T_CTIME); /* COMMIT POINT: truncation */
-		rc = shrink_storage(fs, ip, len);
+		rc = shrink_storage(fs, ip, len, mapped);
+		/* A mapping still shows the rest of the last page: zeros, as
+		 * POSIX asks (past the size: a crash before this is harmless,
+		 * growth zero-fills). */
+		if (!rc && mapped)
+			rc = zero_backed(fs, ip, len, FR_MIN(FR_ALIGN_UP(len, FR_PAGE_SIZE), size));
 	} else {
 		publish_size(ip, len, T_MTIME | T_CTIME);
 	}
@@ -878,7 +887,7 @@ static int punch(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end
 	return zero_backed(fs, ip, off, end);
 }
 
-int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
+int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len, int mapped)
 {
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	pthread_rwlock_t *lk = ino_lock(fs, ino);
@@ -891,12 +900,19 @@ int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t 
 	uint64_t size = ip->i_size;
 	if (mode & FALLOC_FL_PUNCH_HOLE) {
 		/* Strict mode: one entry, so a crash shows all or none of the
-		 * punch; too large for one, it goes step by step as in sync. */
-		rc = fs->strict && off < size ? dp_strict_punch(fs, ip, off, FR_MIN(end, size)) : 1;
-		if (rc == 1)
+		 * punch; too large for one, it goes step by step as in sync.
+		 * A mapped range keeps its pages where the mappings show them
+		 * (mmap.c M4) and reads zeros, stored in place. */
+		if (mapped) {
+			rc = off < size ? zero_backed(fs, ip, off, FR_MIN(end, size)) : 0;
+		} else {
+			rc = fs->strict && off < size
+				 ? dp_strict_punch(fs, ip, off, FR_MIN(end, size))
+				 : 1;
+			if (rc != 1)
+				goto out; /* the strict punch's own commit, or its failure */
 			rc = punch(fs, ip, off, end);
-		else
-			goto out;
+		}
 		if (!rc) {
 			stamp(ip, T_MTIME | T_CTIME);
 			pm_flush(&ip->i_size, 64);

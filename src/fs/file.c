@@ -548,7 +548,7 @@ int pmfs_fallocate(ferrite_fs *fs, int fd, int mode, off_t offset, off_t len)
 	else
 		rc = (mode & FALLOC_FL_PUNCH_HOLE)
 			 ? mm_punch(fs, of->vn->ino, mode, (uint64_t)offset, (uint64_t)len)
-			 : dp_fallocate(fs, of->vn->ino, mode, (uint64_t)offset, (uint64_t)len);
+			 : dp_fallocate(fs, of->vn->ino, mode, (uint64_t)offset, (uint64_t)len, 0);
 	of_put(fs, of);
 	API_RETURN(rc);
 }

@@ -231,8 +231,11 @@ ssize_t dp_read(ferrite_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t of
 /* off < 0: append at end of file; *newoff receives the end of the write. */
 ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovcnt, int64_t off,
 		 int64_t *newoff);
-int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len);
-int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
+/* mapped: the file has mappings (mmap.c), whose pages must stay where they
+ * are: its partition stays large, a punch stores zeros in place, and a
+ * shrink zeroes the rest of the last page. */
+int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len, int mapped);
+int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len, int mapped);
 int64_t dp_seek_data(ferrite_fs *fs, uint64_t ino, int64_t off, int hole);
 /* Inside a transaction: makes the partition hold [0, size) and backs pages
  * for [off, off+len) (zeroing those inside the file), used by directories

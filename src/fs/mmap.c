@@ -18,9 +18,12 @@
  *               reservation; the whole range is never a hole in the address
  *               space, so no other mmap can land inside it;
  *             M4 pages are released only by shrinking (truncate, punch),
- *               which the library does under mm_lock after cutting or
- *               refusing (mm_truncate, mm_punch): mapped pages are never
- *               handed to another file.
+ *               which the library does under mm_lock (mm_truncate,
+ *               mm_punch): a shrink cuts the mappings at the new end first
+ *               and keeps the partition large; a punch of a mapped range
+ *               stores zeros and frees nothing. Mapped pages are never
+ *               handed to another file, and nothing a program may do to a
+ *               mapped file is refused for it.
  * Crash argument: nothing here is persistent except the data stores the
  *   program makes; backing holes goes through dp_fallocate (zeroed, logged).
  * Locking: mm_lock (global) orders before inode locks; see
@@ -111,9 +114,9 @@ static int mm_back(ferrite_fs *fs, uint64_t ino, uint64_t off, uint64_t len)
 	int level = ip->i_level;
 	if (level == I_NO_PART || level < SP_L3) {
 		uint64_t end = FR_MAX(off + len, MM_SMALL_MAX + 1);
-		return dp_fallocate(fs, ino, FALLOC_FL_KEEP_SIZE, 0, end);
+		return dp_fallocate(fs, ino, FALLOC_FL_KEEP_SIZE, 0, end, 0);
 	}
-	return len ? dp_fallocate(fs, ino, FALLOC_FL_KEEP_SIZE, off, len) : 0;
+	return len ? dp_fallocate(fs, ino, FALLOC_FL_KEEP_SIZE, off, len, 0) : 0;
 }
 
 /* Bytes of the mapping that lie inside EOF (page multiple, <= len). */
@@ -391,13 +394,6 @@ static int mm_pinned_ino(ferrite_fs *fs, uint64_t ino, uint64_t lo, uint64_t hi)
 	return 0;
 }
 
-/* Shrinking releases whole windows beyond the new end, and a file that
- * becomes small is copied into a small partition (every page moves). */
-static uint64_t mm_shrink_from(uint64_t newsize)
-{
-	return newsize <= MM_SMALL_MAX ? 0 : FR_ALIGN_DOWN(newsize, FR_UNIT_SIZE);
-}
-
 int pmfs_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)
 {
 	fr_err_clear();
@@ -407,28 +403,21 @@ int pmfs_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)
 	if (ino < 0)
 		return api_end((int)ino);
 	uint64_t lo = (uint64_t)from, hi = len ? (uint64_t)from + (uint64_t)len : UINT64_MAX;
-	if (!len)
-		lo = mm_shrink_from((uint64_t)from);
 	pthread_mutex_lock(&mm_lock);
 	int pinned = mm_pinned_ino(fs, (uint64_t)ino, lo, hi);
 	pthread_mutex_unlock(&mm_lock);
 	return pinned;
 }
 
-/* Cuts the mappings of ino at newsize, or refuses the shrink. mm_lock held. */
-static int mm_shrink_ino(ferrite_fs *fs, uint64_t ino, uint64_t newsize)
+/* Cuts the mappings of ino at newsize (M3): what lies beyond becomes the
+ * inaccessible reservation, so the pages the shrink releases are mapped
+ * nowhere. The pages below stay where they are (dp_truncate's `mapped`).
+ * mm_lock held. */
+static void mm_shrink_ino(ferrite_fs *fs, uint64_t ino, uint64_t newsize)
 {
 	for (struct mm_map *m = mm_head; m; m = m->next) {
 		if (m->fs != fs || m->ino != ino)
 			continue;
-		if (newsize <= MM_SMALL_MAX)
-			return fr_err(-EBUSY,
-				      "a file mapped in memory cannot shrink to %llu bytes "
-				      "(its pages would move)",
-				      (unsigned long long)newsize);
-		/* Large partitions release whole windows beyond the new end and
-		 * keep every other page where it is (M1), so cutting the mapping
-		 * at the new EOF is enough (M3, M4). */
 		size_t keep = newsize <= m->off
 				  ? 0
 				  : (size_t)FR_MIN((uint64_t)m->filled,
@@ -442,7 +431,6 @@ static int mm_shrink_ino(ferrite_fs *fs, uint64_t ino, uint64_t newsize)
 			m->filled = keep;
 		}
 	}
-	return 0;
 }
 
 int pmfs_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
@@ -454,21 +442,23 @@ int pmfs_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
 	if (ino < 0)
 		return api_end((int)ino);
 	pthread_mutex_lock(&mm_lock);
-	int rc = mm_shrink_ino(fs, (uint64_t)ino, (uint64_t)newsize);
+	mm_shrink_ino(fs, (uint64_t)ino, (uint64_t)newsize);
 	pthread_mutex_unlock(&mm_lock);
-	return api_end(rc);
+	return api_end(0);
 }
 
 /* The library's own truncate and punch go through these, under mm_lock, so
- * no caller of the C API (nor a thread racing a front end's check) can free
- * pages a mapping still shows (M4). */
+ * no caller of the C API (nor a thread racing a front end) can free pages a
+ * mapping still shows (M4): a shrink cuts the mappings first and keeps the
+ * pages below the new size where they are; a punch of a mapped range
+ * stores zeros instead of freeing pages. */
 int mm_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len)
 {
 	pthread_mutex_lock(&mm_lock);
-	int shrinks = len < __atomic_load_n(&ino_ptr(fs, ino)->i_size, __ATOMIC_ACQUIRE);
-	int rc = (mm_head && shrinks) ? mm_shrink_ino(fs, ino, len) : 0;
-	if (!rc)
-		rc = dp_truncate(fs, ino, len);
+	int mapped = mm_pinned_ino(fs, ino, 0, UINT64_MAX);
+	if (mapped && len < __atomic_load_n(&ino_ptr(fs, ino)->i_size, __ATOMIC_ACQUIRE))
+		mm_shrink_ino(fs, ino, len);
+	int rc = dp_truncate(fs, ino, len, mapped);
 	pthread_mutex_unlock(&mm_lock);
 	return rc;
 }
@@ -476,9 +466,7 @@ int mm_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len)
 int mm_punch(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
 {
 	pthread_mutex_lock(&mm_lock);
-	int rc = mm_pinned_ino(fs, ino, off, off + len)
-		     ? fr_err(-EBUSY, "cannot punch a hole in a range mapped in memory")
-		     : dp_fallocate(fs, ino, mode, off, len);
+	int rc = dp_fallocate(fs, ino, mode, off, len, mm_pinned_ino(fs, ino, off, off + len));
 	pthread_mutex_unlock(&mm_lock);
 	return rc;
 }

@@ -10,10 +10,9 @@
  *               of one process, and the pool belongs to one process: they are
  *               validated and granted, and F_GETLK reports F_UNLCK (open file
  *               description locks included: a documented deviation);
- *             I2 a call that would release pages a mapping uses is refused
- *               with EBUSY, a truncation first cuts the mappings at the new
- *               EOF (M3, M4 in src/fs/mmap.c); a call that grows a mapped
- *               file maps the new pages (ferrite_mmap_refresh).
+ *             I2 the library keeps mapped pages where they are through a
+ *               truncate or a punch (M3, M4 in src/fs/mmap.c); a call that
+ *               grows a mapped file maps the new pages (ferrite_mmap_refresh).
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -35,16 +34,6 @@
 
 /* ---- open ------------------------------------------------------------------- */
 
-static int pinned_path(ferrite_fs *fs, int dirfd, const char *path, off_t from)
-{
-	int pfd = SH_CALL(ferrite_openat(fs, dirfd, path, O_PATH, 0));
-	if (pfd < 0)
-		return 0; /* the real call reports it */
-	int p = SH_CALL(ferrite_mmap_pinned(fs, pfd, from, 0));
-	SH_CALL(ferrite_close(fs, pfd));
-	return p == 1;
-}
-
 int sh_open_common(int dirfd, const char **pathp, int flags, mode_t mode)
 {
 	struct sh_target t;
@@ -59,8 +48,6 @@ int sh_open_common(int dirfd, const char **pathp, int flags, mode_t mode)
 		rc = err;
 	} else if ((flags & O_TMPFILE) == O_TMPFILE) {
 		rc = -EOPNOTSUPP;
-	} else if ((flags & O_TRUNC) && sh_mm_active() && pinned_path(fs, t.dirfd, t.path, 0)) {
-		rc = -EBUSY;
 	} else {
 		char pp[PATH_MAX];
 		sh_pool_path_of(&t, pp, sizeof(pp));
@@ -401,14 +388,6 @@ SH_EXPORT off_t lseek64(int fd, off_t off, int whence)
 
 static int do_ftruncate(int ffd, off_t len)
 {
-	if (sh_mm_active()) {
-		struct stat st;
-		int rc = 0;
-		if (len >= 0 && SH_CALL(ferrite_fstat(FS, ffd, &st)) == 0 && len < st.st_size)
-			rc = SH_CALL(ferrite_mmap_shrink(FS, ffd, len));
-		if (rc)
-			return rc; /* I2 */
-	}
 	int rc = SH_CALL(ferrite_ftruncate(FS, ffd, len));
 	if (!rc)
 		grown(ffd);
@@ -450,9 +429,6 @@ SH_EXPORT int truncate64(const char *path, off_t len)
 
 static int do_fallocate(int ffd, int mode, off_t off, off_t len)
 {
-	if ((mode & FALLOC_FL_PUNCH_HOLE) && sh_mm_active() && off >= 0 && len > 0 &&
-	    SH_CALL(ferrite_mmap_pinned(FS, ffd, off, len)) == 1)
-		return -EBUSY; /* I2 */
 	int rc = SH_CALL(ferrite_fallocate(FS, ffd, mode, off, len));
 	if (!rc)
 		grown(ffd);
