@@ -4,7 +4,11 @@
  *
  * Permission model: POSIX mode bits with owner/group/other classes and
  * supplementary groups; uid 0 passes every check except execute on a file
- * with no execute bit. Attribute changes are single-inode transactions.
+ * with no execute bit.
+ * Crash argument: each attribute change (mode, owner, times) is one
+ * transaction of the inode's words (meta/log.c): a crash leaves the old
+ * attributes or the new ones, never a mix (a chown that clears set-id bits
+ * commits both together).
  */
 #include <errno.h>
 #include <fcntl.h>

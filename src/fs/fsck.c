@@ -11,6 +11,11 @@
  * the backup from the primary), leaked pages back to the allocator, link
  * counts and block counts recounted from the pool.
  * Everything else is reported and left alone.
+ * Crash argument: a repair of a counter or a leak is a transaction of its
+ * own, applied only when no other damage was found, so a crash leaves each
+ * repaired or not; a superblock is restored by one pwrite and fsync of a
+ * copy that passed its checksum, and a torn restore fails its checksum, so
+ * the next fsck restores it again from the intact copy. -n writes nothing.
  */
 #include <errno.h>
 #include <stdio.h>

@@ -5,6 +5,11 @@
  * most one log entry per slot, and releases the orphan list (inodes unlinked
  * while open when the previous user stopped). Nothing is loaded into DRAM;
  * metadata is used in place.
+ * Crash argument: mkfs builds the root directory unlogged in a pool whose
+ * superblock is written last (meta/super.c U1), so a crash leaves no pool
+ * or a whole one; mount's only writes are the replay of committed log
+ * entries and the orphan release, each idempotent or a transaction of its
+ * own (a crash during mount is recovered by the next mount).
  */
 #include <errno.h>
 #include <stdlib.h>

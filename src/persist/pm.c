@@ -12,6 +12,11 @@
  *
  * Invariant: pm_funcs always holds a working set of functions (before any
  * pool is mapped, the cache-line variant built from CPU instructions).
+ * Crash argument: the layer's contract (pm.h): a store is durable once a
+ * flush of its line and then a fence have returned; every flavour chosen
+ * here keeps it (a weaker granularity only makes flushes cheaper or no-ops
+ * where the platform persists caches), so the layers above reason about
+ * flush and fence alone.
  */
 #include "persist/pm.h"
 
