@@ -10,27 +10,16 @@
 # fusermount3 and setpriv (77 = skipped).
 set -u
 FERRITE=$1 kind=${2:-pm}
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
 [ "$(id -u)" = 0 ] || { echo "SKIP: needs root"; exit 77; }
 if [ ! -e /dev/fuse ] || ! command -v fusermount3 >/dev/null || ! command -v setpriv >/dev/null; then
 	echo "SKIP: no /dev/fuse, fusermount3 or setpriv"
 	exit 77
 fi
-tmp=$(mktemp -d /dev/shm/ferrite-exec-test.XXXXXX)
-pool=$tmp/pool mnt=$tmp/mnt backing=$tmp/backing
-cleanup() {
-	if grep -q " $mnt " /proc/self/mountinfo 2>/dev/null; then
-		"$FERRITE" umount -l "$mnt" >/dev/null 2>&1 || umount -l "$mnt" 2>/dev/null
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail=0
-bad() {
-	echo "FAIL: $*"
-	fail=1
-}
-chmod 755 "$tmp"
-mkdir "$mnt" "$backing"
+scratch_setup exec-test
+pool=$tmp/pool backing=$tmp/backing
+mkdir "$backing"
 tier=()
 [ "$kind" = tier ] && tier=(--tier "$backing")
 "$FERRITE" mkfs --size 64M "${tier[@]}" "$pool" >/dev/null 2>&1 || { echo "mkfs failed"; exit 1; }

@@ -5,22 +5,12 @@
 # and a tiered pool) and through `ferrite mount` (skipped without /dev/fuse
 # or root); fsck clean after each.
 set -u
-ferrite=$1 prog=$2
-tmp=$(mktemp -d /dev/shm/ferrite-edges.XXXXXX)
-mnt=$tmp/mnt
-cleanup() {
-	if grep -q " $mnt " /proc/self/mountinfo 2>/dev/null; then
-		"$ferrite" umount -l "$mnt" >/dev/null 2>&1 || umount -l "$mnt" 2>/dev/null
-	fi
-	rm -rf "$tmp"
-}
-trap cleanup EXIT
-fail=0
-bad() {
-	echo "FAIL: $*"
-	fail=1
-}
-mkdir "$tmp/tmpfs" "$tmp/backing" "$mnt"
+FERRITE=$1 prog=$2
+ferrite=$FERRITE
+# shellcheck source=common.sh
+. "$(dirname "$0")/common.sh"
+scratch_setup edges
+mkdir "$tmp/tmpfs" "$tmp/backing"
 "$prog" "$tmp/tmpfs" || bad "on tmpfs: the expectations are wrong"
 for kind in pm tier; do
 	pool=$tmp/$kind.pool
