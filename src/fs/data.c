@@ -1,6 +1,7 @@
 /*
  * data.c -- the data path in sync mode: read, write, append, truncate,
- * fallocate, SEEK_DATA/HOLE, and the partition upgrades behind them. In
+ * fallocate, and the partition upgrades behind them (SEEK_DATA/HOLE:
+ * file.c). In
  * strict mode a write that starts below the size goes to strict.c instead
  * (atomic); appends stay here in both modes.
  *
@@ -962,43 +963,6 @@ int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t 
 			publish_size(ip, end, T_MTIME | T_CTIME);
 		}
 	}
-out:
-	pthread_rwlock_unlock(lk);
-	return rc;
-}
-
-int64_t dp_seek_data(ferrite_fs *fs, uint64_t ino, int64_t off, int hole)
-{
-	struct fr_inode *ip = ino_ptr(fs, ino);
-	pthread_rwlock_t *lk = ino_lock(fs, ino);
-	pthread_rwlock_rdlock(lk);
-	uint64_t size = ip->i_size;
-	int64_t rc;
-	if (off < 0 || (uint64_t)off >= size) {
-		rc = -ENXIO;
-		goto out;
-	}
-	if (is_small(ip->i_level)) {
-		rc = hole ? (int64_t)size : off;
-		goto out;
-	}
-	uint64_t pos = (uint64_t)off;
-	while (pos < size) {
-		uint64_t went = ppt_window(&fs->m.sp, ip->i_part + pos);
-		uint64_t next = FR_ALIGN_DOWN(pos, FR_UNIT_SIZE) + FR_UNIT_SIZE;
-		int backed = went != PPT_NONE;
-		if ((went & PPT_TYPE_MASK) == PPT_TABLE) {
-			/* backed page by page: data and holes to the page */
-			backed = ppt_page(&fs->m.sp, ip->i_part + pos) != 0;
-			next = FR_ALIGN_DOWN(pos, FR_PAGE_SIZE) + FR_PAGE_SIZE;
-		}
-		if (backed != hole) {
-			rc = (int64_t)pos;
-			goto out;
-		}
-		pos = next;
-	}
-	rc = hole ? (int64_t)size : -ENXIO;
 out:
 	pthread_rwlock_unlock(lk);
 	return rc;

@@ -438,6 +438,46 @@ ssize_t pmfs_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int
 			       : do_read(fs, fd, iov, iovcnt, off));
 }
 
+/* SEEK_DATA (hole 0) and SEEK_HOLE (hole 1) from off: small files have no
+ * holes (data.c D2); large ones are read from the PPT, to the page where a
+ * window is backed page by page. */
+static int64_t seek_data(ferrite_fs *fs, uint64_t ino, int64_t off, int hole)
+{
+	struct fr_inode *ip = ino_ptr(fs, ino);
+	pthread_rwlock_t *lk = ino_lock(fs, ino);
+	pthread_rwlock_rdlock(lk);
+	uint64_t size = ip->i_size;
+	int64_t rc;
+	if (off < 0 || (uint64_t)off >= size) {
+		rc = -ENXIO;
+		goto out;
+	}
+	if (ip->i_level != I_NO_PART && ip->i_level < SP_L3) {
+		rc = hole ? (int64_t)size : off;
+		goto out;
+	}
+	uint64_t pos = (uint64_t)off;
+	while (pos < size) {
+		uint64_t went = ppt_window(&fs->m.sp, ip->i_part + pos);
+		uint64_t next = FR_ALIGN_DOWN(pos, FR_UNIT_SIZE) + FR_UNIT_SIZE;
+		int backed = went != PPT_NONE;
+		if ((went & PPT_TYPE_MASK) == PPT_TABLE) {
+			/* backed page by page: data and holes to the page */
+			backed = ppt_page(&fs->m.sp, ip->i_part + pos) != 0;
+			next = FR_ALIGN_DOWN(pos, FR_PAGE_SIZE) + FR_PAGE_SIZE;
+		}
+		if (backed != hole) {
+			rc = (int64_t)pos;
+			goto out;
+		}
+		pos = next;
+	}
+	rc = hole ? (int64_t)size : -ENXIO;
+out:
+	pthread_rwlock_unlock(lk);
+	return rc;
+}
+
 off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 {
 	API_BEGIN();
@@ -472,7 +512,7 @@ off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 	}
 	if (base < 0) {
 		res = S_ISREG(ino_ptr(fs, ino)->i_mode)
-			  ? dp_seek_data(fs, ino, offset, whence == SEEK_HOLE)
+			  ? seek_data(fs, ino, offset, whence == SEEK_HOLE)
 			  : -EINVAL;
 	} else if ((offset > 0 && base > INT64_MAX - offset) || base + offset < 0) {
 		res = -EINVAL;

@@ -236,7 +236,6 @@ ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovc
  * shrink zeroes the rest of the last page. */
 int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len, int mapped);
 int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len, int mapped);
-int64_t dp_seek_data(ferrite_fs *fs, uint64_t ino, int64_t off, int hole);
 /* Inside a transaction: makes the partition hold [0, size) and backs pages
  * for [off, off+len) (zeroing those inside the file), used by directories
  * and symlinks. */
