@@ -331,6 +331,13 @@ static void age(uint64_t target, uint64_t pool_bytes, uint64_t *r)
 	       (double)st.written / (double)pool_bytes, (unsigned long long)(st.kept >> 20));
 }
 
+/* fsck's findings, shown when it is not clean. */
+static void fsck_line(void *arg, const char *line)
+{
+	(void)arg;
+	printf("  fsck: %s\n", line);
+}
+
 int main(int argc, char **argv)
 {
 	uint64_t mib = 64;
@@ -409,7 +416,7 @@ int main(int argc, char **argv)
 		      (unsigned long long)in.window_mapping_budget);
 	}
 	ferrite_unmount(fs);
-	int f = ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL);
+	int f = ferrite_fsck(pool, 0, fsck_line, NULL, NULL, NULL);
 	check(f == FERRITE_FSCK_CLEAN, "fsck clean (status %d)", f);
 	unlink(pool);
 	free(files);

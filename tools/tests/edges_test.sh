@@ -87,8 +87,8 @@ test_mkfs_failures() {
 	run mkfs --tier "$SHM/backing" --size 100 "$SHM/tsmall.pool"
 	check "mkfs --tier --size 100: fails, leaves no file" all rc_is 1 -- no_file "$SHM/tsmall.pool"
 	run mkfs --tier "$SHM/backing" --size 99T "$SHM/thuge.pool"
-	check "mkfs --tier --size 99T: fails (no room), leaves no file" \
-		all rc_is 1 -- err_has "no room for a" -- no_file "$SHM/thuge.pool"
+	check "mkfs --tier --size 99T: fails, names the maximum, leaves no file" \
+		all rc_is 1 -- err_has "at most 16 TiB" -- no_file "$SHM/thuge.pool"
 
 	head -c 1048576 /dev/urandom >"$keep"
 	chmod 640 "$keep"
