@@ -844,8 +844,10 @@ int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len, int mapped)
 		/* A mapping still shows the rest of the last page: zeros, as
 		 * POSIX asks (past the size: a crash before this is harmless,
 		 * growth zero-fills). */
-		if (!rc && mapped)
+		if (!rc && mapped) {
 			rc = zero_backed(fs, ip, len, FR_MIN(FR_ALIGN_UP(len, FR_PAGE_SIZE), size));
+			pm_fence(); /* durable on return, as every call */
+		}
 	} else {
 		publish_size(ip, len, T_MTIME | T_CTIME);
 	}
