@@ -60,11 +60,15 @@ void tier_drop_setid(struct tier *t, struct tier_ofile *of)
 		if (rc != 0 && errno == EPERM) {
 			/* Not the owner: a truncate to the size the backing file
 			 * has makes the kernel drop the bits by the same rule,
-			 * with the ids this process writes with. The flush lock
-			 * keeps the flusher from changing that size meanwhile. */
+			 * with the ids this process writes with. The file's lock
+			 * keeps writers through a mapping, and the flush lock the
+			 * flusher, from changing that size meanwhile (truncate's
+			 * order: the rwlock, then the flush lock). */
+			pthread_rwlock_wrlock(&tf->lock);
 			pthread_mutex_lock(&tf->flush_lock);
 			rc = fstat(of->kfd, &st) != 0 ? -1 : tsys_ftruncate(of->kfd, st.st_size);
 			pthread_mutex_unlock(&tf->flush_lock);
+			pthread_rwlock_unlock(&tf->lock);
 		}
 		if (applied)
 			tier_creds_apply();
