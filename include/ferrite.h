@@ -118,6 +118,12 @@ enum ferrite_mount_mode {
 	FERRITE_MOUNT_SYNC = 1,	     /* sync mode for this mount */
 	FERRITE_MOUNT_STRICT = 2,    /* strict mode for this mount */
 };
+/* Or'ed into ferrite_mount_opts.mode: hold the pool alone. By default a pm
+ * pool is shared: every process that mounts it maps it and they take turns
+ * (docs/contracts.md#processes); a mount made alone is refused while another
+ * process has the pool, and refuses others while it lasts (fsck --repair
+ * and the FUSE daemon mount so). Tiered pools are always held alone. */
+#define FERRITE_MOUNT_EXCLUSIVE 0x100
 
 struct ferrite_mount_opts {
 	int read_only;		/* not supported yet: 1 gives -EOPNOTSUPP */
@@ -286,6 +292,17 @@ FERRITE_API int ferrite_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out);
  * ignored, as Linux ignores those it cannot change). */
 FERRITE_API int ferrite_getfl(ferrite_fs *fs, int fd);
 FERRITE_API int ferrite_setfl(ferrite_fs *fs, int fd, int flags);
+
+/* Advisory locks, as fcntl(2) and flock(2) give them, seen by every process
+ * that has the pool mounted: cmd is F_GETLK, F_SETLK, F_SETLKW or an F_OFD_
+ * form. A record lock belongs to the process (a forked child does not
+ * inherit it) and goes when the process closes any descriptor of the file;
+ * an OFD or flock lock belongs to the open file description (shared with a
+ * forked child) and goes with its last descriptor. The locks of a process
+ * that dies go when another process next finds it gone. F_SETLKW and flock
+ * without LOCK_NB wait; a signal ends the wait with -EINTR. */
+FERRITE_API int ferrite_fcntl_lock(ferrite_fs *fs, int fd, int cmd, struct flock *fl);
+FERRITE_API int ferrite_flock(ferrite_fs *fs, int fd, int op);
 
 /* Where the pool appears on the host (the preload shim's prefix, e.g. "/pm";
  * NULL: nowhere, the default). Absolute symlink targets are then host paths:

@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <sys/file.h>
 
 #include "ferrite.h"
 #include "fs/pmfs.h"
@@ -371,6 +372,43 @@ int ferrite_getfl(ferrite_fs *fs, int fd)
 int ferrite_setfl(ferrite_fs *fs, int fd, int flags)
 {
 	return OPS(fs)->setfl(fs, fd, flags);
+}
+
+/* A lock held by another owner: sleep until a lock goes, then try again
+ * (not inside the engine's call, so that the holder can run). */
+int ferrite_fcntl_lock(ferrite_fs *fs, int fd, int cmd, struct flock *fl)
+{
+	int wait = cmd == F_SETLKW || cmd == F_OFD_SETLKW;
+	int try_cmd = cmd == F_SETLKW ? F_SETLK : cmd == F_OFD_SETLKW ? F_OFD_SETLK : cmd;
+	if (!fs)
+		return api_fail(-EBADF);
+	if (try_cmd != F_GETLK && try_cmd != F_SETLK && try_cmd != F_OFD_GETLK &&
+	    try_cmd != F_OFD_SETLK)
+		return api_fail(-EINVAL);
+	for (;;) {
+		struct vfs_lockwait w = {0};
+		int rc = OPS(fs)->lock(fs, fd, try_cmd, fl, &w);
+		if (rc != -EAGAIN || !wait)
+			return rc;
+		rc = vfs_lock_sleep(&w);
+		if (rc)
+			return api_fail(rc);
+	}
+}
+
+int ferrite_flock(ferrite_fs *fs, int fd, int op)
+{
+	if (!fs)
+		return api_fail(-EBADF);
+	for (;;) {
+		struct vfs_lockwait w = {0};
+		int rc = OPS(fs)->flock(fs, fd, op | LOCK_NB, &w);
+		if (rc != -EAGAIN || (op & LOCK_NB))
+			return rc == -EAGAIN ? -EWOULDBLOCK : rc;
+		rc = vfs_lock_sleep(&w);
+		if (rc)
+			return api_fail(rc);
+	}
 }
 
 int ferrite_set_link_prefix(ferrite_fs *fs, const char *prefix)

@@ -20,12 +20,21 @@
 
 void pmfs_call_enter(ferrite_fs *fs)
 {
+	/* the pool's turn first (space/share.c H1): a quiet moment of this
+	 * process's threads is one only while no other process runs a call */
+	int why = fs ? meta_turn_enter(&fs->m) : 0;
+	if (why & SHARE_FORKED)
+		vn_count_inherited(fs);
 	vs_call_enter(fs ? &fs->m.sp : NULL); /* NULL: the call fails, the bracket still pairs */
+	if (why & SHARE_REAPED)
+		orphan_release_unheld(fs); /* a failure leaves them to the next mount */
 }
 
-void pmfs_call_leave(void)
+void pmfs_call_leave(ferrite_fs *fs)
 {
 	vs_call_leave();
+	if (fs)
+		meta_turn_leave(&fs->m);
 }
 
 int pmfs_get_tier_info(ferrite_fs *fs, struct ferrite_tier_info *info)

@@ -7,7 +7,11 @@
  *               vn_lock AND the inode's lock, so unlink (which holds the
  *               inode's write lock) sees a stable answer to "is it open?";
  *             F2 the last close of an unlinked inode releases it (it was on
- *               the orphan list until then).
+ *               the orphan list until then);
+ *             F3 on a pool shared with other processes, the coordination
+ *               file counts the processes that have a vnode of an inode (and
+ *               those that map it): "open" and "last close" mean in any
+ *               process (space/share.c H4).
  * Locking: fd_lock guards the descriptor array; vn_lock the vnode table;
  *   pos_lock an open file description's offset.
  */
@@ -41,11 +45,12 @@ static struct vnode *vn_find(ferrite_fs *fs, uint64_t ino)
 	return NULL;
 }
 
+/* Open or mapped here, or in another process sharing the pool (F3). */
 int vn_is_open(ferrite_fs *fs, uint64_t ino)
 {
 	pthread_mutex_lock(&fs->vn_lock);
 	struct vnode *v = vn_find(fs, ino);
-	int open = v && v->opens > 0;
+	int open = (v && v->opens > 0) || share_ino_count(fs->m.pool.share, ino, SHARE_OPENS) > 0;
 	pthread_mutex_unlock(&fs->vn_lock);
 	return open;
 }
@@ -54,9 +59,35 @@ int vn_mapped(ferrite_fs *fs, uint64_t ino)
 {
 	pthread_mutex_lock(&fs->vn_lock);
 	struct vnode *v = vn_find(fs, ino);
-	int mapped = v && __atomic_load_n(&v->mmaps, __ATOMIC_ACQUIRE) > 0;
+	int mapped = (v && __atomic_load_n(&v->mmaps, __ATOMIC_ACQUIRE) > 0) ||
+		     share_ino_count(fs->m.pool.share, ino, SHARE_MAPS) > 0;
 	pthread_mutex_unlock(&fs->vn_lock);
 	return mapped;
+}
+
+/* A mapping of vn begins (+1) or ends (-1); the first and the last tell the
+ * other processes (F3). */
+void vn_map_add(ferrite_fs *fs, struct vnode *vn, int delta)
+{
+	pthread_mutex_lock(&fs->vn_lock);
+	int now = __atomic_add_fetch(&vn->mmaps, delta, __ATOMIC_ACQ_REL);
+	if ((delta > 0 && now == 1) || (delta < 0 && now == 0))
+		share_ino_add(fs->m.pool.share, vn->ino, SHARE_MAPS, delta);
+	pthread_mutex_unlock(&fs->vn_lock);
+}
+
+/* A forked child's first call: what it inherited is held by one process
+ * more (the child has the parent's vnodes and mappings). */
+void vn_count_inherited(ferrite_fs *fs)
+{
+	pthread_mutex_lock(&fs->vn_lock);
+	for (uint64_t s = 0; s < fs->vn_cap; s++)
+		for (struct vnode *v = fs->vn_hash[s]; v; v = v->next) {
+			share_ino_add(fs->m.pool.share, v->ino, SHARE_OPENS, 1);
+			if (__atomic_load_n(&v->mmaps, __ATOMIC_ACQUIRE) > 0)
+				share_ino_add(fs->m.pool.share, v->ino, SHARE_MAPS, 1);
+		}
+	pthread_mutex_unlock(&fs->vn_lock);
 }
 
 /* Takes a reference on ino; the caller holds the inode's lock (F1). */
@@ -65,7 +96,11 @@ struct vnode *vn_get(ferrite_fs *fs, uint64_t ino, uint64_t gen)
 	pthread_mutex_lock(&fs->vn_lock);
 	struct vnode *v = vn_find(fs, ino);
 	if (!v) {
-		v = calloc(1, sizeof(*v));
+		v = share_ino_add(fs->m.pool.share, ino, SHARE_OPENS, 1) < 0
+			? NULL
+			: calloc(1, sizeof(*v));
+		if (!v)
+			share_ino_add(fs->m.pool.share, ino, SHARE_OPENS, -1);
 		if (v) {
 			v->ino = ino;
 			v->gen = gen;
@@ -89,6 +124,9 @@ void vn_put(ferrite_fs *fs, struct vnode *vn)
 	pthread_mutex_lock(&fs->vn_lock);
 	int last = --vn->opens == 0;
 	if (last) {
+		/* released below only if no other process holds it (F3) */
+		if (share_ino_add(fs->m.pool.share, ino, SHARE_OPENS, -1) > 0)
+			last = 0;
 		struct vnode **pp = &fs->vn_hash[vn_slot(fs, ino)];
 		while (*pp != vn)
 			pp = &(*pp)->next;
@@ -114,9 +152,32 @@ struct ofile *fd_get(ferrite_fs *fs, int fd)
 	return f ? (struct ofile *)f : NULL; /* f is its first member */
 }
 
+/* The table advisory locks live in: the pool's, shared with the other
+ * processes, or this mount's own. Under lk_mutex. */
+static struct lk_table *lock_table(ferrite_fs *fs)
+{
+	if (fs->m.pool.share)
+		return share_locks(fs->m.pool.share);
+	if (!fs->lk_private)
+		fs->lk_private = calloc(1, sizeof(*fs->lk_private));
+	return fs->lk_private;
+}
+
+/* The owner of this process's record locks: its slot, or 0 alone. */
+static int32_t lock_slot(ferrite_fs *fs)
+{
+	int32_t slot = share_slot(fs->m.pool.share);
+	return slot < 0 ? 0 : slot;
+}
+
 void of_put(ferrite_fs *fs, struct ofile *of)
 {
 	if (vfs_file_unref(&of->f)) {
+		if (of->f.lock_id) { /* its OFD and flock locks go with it */
+			pthread_mutex_lock(&fs->lk_mutex);
+			vfs_lock_file_gone(lock_table(fs), &of->f);
+			pthread_mutex_unlock(&fs->lk_mutex);
+		}
 		vn_put(fs, of->vn);
 		vfs_file_fini(&of->f);
 		free(of);
@@ -325,8 +386,57 @@ int pmfs_close(ferrite_fs *fs, int fd)
 	struct ofile *of = (struct ofile *)vfs_fd_take(&fs->fdt, fd);
 	if (!of)
 		API_RETURN(-EBADF);
+	/* POSIX: closing any descriptor of a file drops the process's record
+	 * locks on it */
+	pthread_mutex_lock(&fs->lk_mutex);
+	vfs_lock_closed(lock_table(fs), lock_slot(fs), of->vn->ino);
+	pthread_mutex_unlock(&fs->lk_mutex);
 	of_put(fs, of);
 	API_RETURN(0);
+}
+
+/* fcntl record and OFD locks (fl) or flock (op), in the pool's table. */
+static int lock_call(ferrite_fs *fs, int fd, int cmd, struct flock *fl, int op,
+		     struct vfs_lockwait *w)
+{
+	struct ofile *of = fd_get(fs, fd);
+	if (!of)
+		return -EBADF;
+	struct pool_share *sh = fs->m.pool.share;
+	uint64_t ino = of->vn->ino;
+	struct vfs_lockctx c = {
+	    .slot = sh ? share_slot(sh) : 0,
+	    .ino = ino,
+	    .f = &of->f,
+	    .size = (int64_t)__atomic_load_n(&ino_ptr(fs, ino)->i_size, __ATOMIC_RELAXED),
+	};
+	int rc = -ENOLCK, reaped = 0; /* no slot: more processes than the pool takes */
+	pthread_mutex_lock(&fs->lk_mutex);
+	c.tab = lock_table(fs);
+	for (int tries = 0; c.tab && c.slot >= 0; tries++) {
+		rc = fl ? vfs_lock_fcntl(&c, cmd, fl, w) : vfs_lock_flock(&c, op, w);
+		/* a holder that is gone gives its locks back now */
+		if (rc != -EAGAIN || tries || !share_reap_slot(sh, w->holder_slot))
+			break;
+		reaped = 1;
+	}
+	pthread_mutex_unlock(&fs->lk_mutex);
+	if (reaped)
+		orphan_release_unheld(fs);
+	of_put(fs, of);
+	return rc;
+}
+
+int pmfs_lock(ferrite_fs *fs, int fd, int cmd, struct flock *fl, struct vfs_lockwait *w)
+{
+	API_BEGIN();
+	API_RETURN(fs ? lock_call(fs, fd, cmd, fl, 0, w) : -EBADF);
+}
+
+int pmfs_flock(ferrite_fs *fs, int fd, int op, struct vfs_lockwait *w)
+{
+	API_BEGIN();
+	API_RETURN(fs ? lock_call(fs, fd, 0, NULL, op, w) : -EBADF);
 }
 
 int pmfs_dup(ferrite_fs *fs, int fd)

@@ -53,6 +53,10 @@ struct ferrite_fs {
 	uint64_t strict_redo_max; /* strict: overwrites up to this many bytes go through the log */
 	pthread_rwlock_t *locks;  /* FS_LOCK_STRIPES inode locks */
 	pthread_mutex_t rename_lock; /* serialises directory moves across parents */
+	/* advisory locks: the pool's shared table, or lk_private for a pool
+	 * held alone; lk_mutex orders this process's threads (leaf lock) */
+	pthread_mutex_t lk_mutex;
+	struct lk_table *lk_private;
 
 	pthread_mutex_t vn_lock;
 	struct vnode **vn_hash;
@@ -138,6 +142,7 @@ void ino_set_times(struct tx *tx, struct fr_inode *ip, int which, const struct t
 #define T_CTIME 4
 /* Orphans: unlinked inodes still open (released at last close or mount). */
 void orphan_add(ferrite_fs *fs, struct tx *tx, uint64_t ino);
+int orphan_release_unheld(ferrite_fs *fs);
 int orphan_cleanup(ferrite_fs *fs);
 
 /* ---- credentials and permissions (attr.c) ------------------------------- */
@@ -283,6 +288,8 @@ void op_end(ferrite_fs *fs, struct log_ctx *lc);
 
 /* vnodes (file.c) */
 struct vnode *vn_get(ferrite_fs *fs, uint64_t ino, uint64_t gen);
+void vn_map_add(ferrite_fs *fs, struct vnode *vn, int delta);
+void vn_count_inherited(ferrite_fs *fs);
 void vn_put(ferrite_fs *fs, struct vnode *vn);
 int vn_is_open(ferrite_fs *fs, uint64_t ino);
 /* Has the file memory mappings (ferrite_mmap)? Caller holds the inode lock. */

@@ -754,6 +754,8 @@ static int copy_fd(int from, int to, uint64_t size)
 	return 0;
 }
 
+static const struct ferrite_mount_opts alone = {.mode = FERRITE_MOUNT_EXCLUSIVE};
+
 /* fsck -n on a pool that a mount would change first (log entries to replay,
  * orphans to release): the check runs on a private copy in memory, recovered
  * there, while *lock_fd keeps others from opening the pool. */
@@ -788,7 +790,7 @@ static int mount_copy(const char *pool, int *lock_fd, int *copy_fd_out, ferrite_
 		return fr_err(-EIO, "%s: cannot make a private copy of the pool", pool);
 	char path[64];
 	snprintf(path, sizeof(path), "/proc/self/fd/%d", mfd);
-	return pmfs_mount(path, NULL, out);
+	return pmfs_mount(path, &alone, out);
 }
 
 int pmfs_fsck(const char *pool, int repair, void (*report)(void *arg, const char *line),
@@ -813,7 +815,7 @@ int pmfs_fsck(const char *pool, int repair, void (*report)(void *arg, const char
 	ferrite_fs *fs = NULL;
 	int lock_fd = -1, copy_fd = -1;
 	if (repair) {
-		rc = pmfs_mount(pool, NULL, &fs);
+		rc = pmfs_mount(pool, &alone, &fs); /* nobody else while it repairs */
 	} else {
 		/* -n writes nothing: a private view, or a private copy when a
 		 * mount would have to recover the pool first. */

@@ -301,6 +301,34 @@ int ino_release(ferrite_fs *fs, struct log_ctx **lcp, uint64_t ino)
 	return rc;
 }
 
+/* On a shared pool, once a process that is gone was found to hold
+ * inodes: releases the unlinked ones that no process holds now. */
+int orphan_release_unheld(ferrite_fs *fs)
+{
+	int n = 0;
+	uint64_t ino = fs->m.st->st_orphan_head;
+	for (uint64_t steps = 0; ino && steps < (1ULL << 24); steps++) {
+		if (!ino_valid(fs, ino))
+			return fr_err(-EUCLEAN,
+				      "orphan list damaged at inode %llu (run `ferrite fsck`)",
+				      (unsigned long long)ino);
+		uint64_t next = ino_ptr(fs, ino)->i_orphan_next;
+		pthread_rwlock_t *lk = ino_lock(fs, ino);
+		pthread_rwlock_wrlock(lk);
+		int rc = 0;
+		if (!vn_is_open(fs, ino) && !vn_mapped(fs, ino) && ino_ptr(fs, ino)->i_nlink == 0 &&
+		    ino_check_release(fs, ino_ptr(fs, ino))) {
+			rc = ino_release(fs, NULL, ino);
+			n += rc == 0;
+		}
+		pthread_rwlock_unlock(lk);
+		if (rc)
+			return rc;
+		ino = next;
+	}
+	return n;
+}
+
 int orphan_cleanup(ferrite_fs *fs)
 {
 	int n = 0;

@@ -167,7 +167,7 @@ static int mm_cut(struct mm_map **pp, char *a, char *b)
 	mm_reserve(s, (size_t)(e - s), MAP_FIXED); /* M3: no hole */
 	if (!head && !tail) {
 		*pp = m->next;
-		__atomic_fetch_sub(&m->vn->mmaps, 1, __ATOMIC_RELEASE);
+		vn_map_add(m->fs, m->vn, -1);
 		vn_put(m->fs, m->vn);
 		free(m);
 		return 0;
@@ -182,7 +182,7 @@ static int mm_cut(struct mm_map **pp, char *a, char *b)
 			free(t);
 			return -ENOMEM; /* the tail stays a mapping without its record */
 		}
-		__atomic_fetch_add(&vn->mmaps, 1, __ATOMIC_ACQ_REL);
+		vn_map_add(m->fs, vn, 1);
 		*t = *m;
 		t->vn = vn;
 		t->addr = e;
@@ -282,8 +282,8 @@ int pmfs_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flag
 	/* Strict writes never swap the pages of a mapped file (strict.c): count
 	 * the mapping before its pages are first mapped (mm_fill, under the
 	 * inode's read lock), so a write either sees it or finishes first. */
-	__atomic_fetch_add(&m->vn->mmaps, 1, __ATOMIC_ACQ_REL);
 	m->fs = fs;
+	vn_map_add(fs, m->vn, 1);
 	m->ino = ino;
 	m->addr = base;
 	m->len = plen;
@@ -296,7 +296,7 @@ int pmfs_mmap(ferrite_fs *fs, int fd, void *addr, size_t len, int prot, int flag
 	if (!rc)
 		rc = mm_grow(m);
 	if (rc) {
-		__atomic_fetch_sub(&m->vn->mmaps, 1, __ATOMIC_RELEASE);
+		vn_map_add(m->fs, m->vn, -1);
 		vn_put(fs, m->vn);
 		munmap(base, plen);
 		goto fail;

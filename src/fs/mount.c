@@ -84,6 +84,7 @@ static int fs_init_volatile(ferrite_fs *fs)
 	for (int i = 0; i < FS_LOCK_STRIPES; i++)
 		pthread_rwlock_init(&fs->locks[i], NULL);
 	pthread_mutex_init(&fs->rename_lock, NULL);
+	pthread_mutex_init(&fs->lk_mutex, NULL);
 	pthread_mutex_init(&fs->vn_lock, NULL);
 	vfs_fdt_init(&fs->fdt);
 	pthread_mutex_init(&fs->dir_lock, NULL);
@@ -93,6 +94,7 @@ static int fs_init_volatile(ferrite_fs *fs)
 static void fs_free(ferrite_fs *fs)
 {
 	free(fs->locks);
+	free(fs->lk_private);
 	free(fs->vn_hash);
 	vfs_fdt_fini(&fs->fdt);
 	free(fs->link_prefix);
@@ -112,7 +114,9 @@ int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int v
 	*out = NULL;
 	if (opts && opts->read_only)
 		return api_end(fr_err(-EOPNOTSUPP, "read-only mounts are not supported yet"));
-	if (opts && (opts->mode < FERRITE_MOUNT_POOL_MODE || opts->mode > FERRITE_MOUNT_STRICT))
+	int mode = opts ? opts->mode & ~FERRITE_MOUNT_EXCLUSIVE : FERRITE_MOUNT_POOL_MODE;
+	int alone = opts && (opts->mode & FERRITE_MOUNT_EXCLUSIVE);
+	if (mode < FERRITE_MOUNT_POOL_MODE || mode > FERRITE_MOUNT_STRICT)
 		return api_end(fr_err(-EINVAL, "unknown mount mode %d", opts->mode));
 	if (!pool)
 		pool = ferrite_default_pool();
@@ -122,7 +126,10 @@ int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int v
 	fs->h.ops = &pmfs_ops;
 	int rc = fs_init_volatile(fs);
 	if (!rc)
-		rc = meta_open(&fs->m, pool, view == FS_VIEW_PRIVATE ? META_PRIVATE : 0);
+		rc = meta_open(&fs->m, pool,
+			       view == FS_VIEW_PRIVATE ? META_PRIVATE
+			       : alone		       ? 0
+						       : META_SHARED);
 	if (rc) {
 		fs_free(fs);
 		return api_end(rc);
@@ -130,7 +137,6 @@ int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int v
 	fs->root_ino = fs->m.st->st_root_ino;
 	fs->hash_seed = fs->m.sb->sb_hash_seed;
 	fs->max_file_size = sp_level_size(fs->m.sp.top_level - 1);
-	int mode = opts ? opts->mode : FERRITE_MOUNT_POOL_MODE;
 	fs->strict = mode == FERRITE_MOUNT_STRICT ||
 		     (mode == FERRITE_MOUNT_POOL_MODE && fs->m.sb->sb_mode == FERRITE_MODE_STRICT);
 	fs->strict_redo_max = strict_redo_max();
@@ -144,7 +150,9 @@ int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int v
 			goto fail;
 		}
 	} else {
-		rc = orphan_cleanup(fs);
+		/* inodes unlinked while open are released by the first process
+		 * only: a later one cannot know who still holds them */
+		rc = fs->m.pool.share && !fs->m.pool.share_first ? 0 : orphan_cleanup(fs);
 		if (rc < 0)
 			goto fail;
 		fs->m.sp.compact_arg = fs;
@@ -168,8 +176,10 @@ int pmfs_unmount(ferrite_fs *fs)
 	fr_err_clear();
 	if (!fs)
 		return api_end(-EINVAL);
+	pmfs_call_enter(fs); /* closing may release inodes: the pool's turn */
 	dirstream_close_all(fs);
 	fd_close_all(fs);
+	pmfs_call_leave(fs);
 	meta_close(&fs->m);
 	fs_free(fs);
 	return 0;

@@ -15,11 +15,12 @@
 
 #define PM_CALL(fs, call)                                                                          \
 	({                                                                                         \
-		pmfs_call_enter(fs);                                                               \
+		ferrite_fs *pm_call_fs_ = (fs);                                                    \
+		pmfs_call_enter(pm_call_fs_);                                                      \
 		__typeof__(call) pm_call_rc_ = (call);                                             \
-		while ((long long)pm_call_rc_ == -ENOSPC && pmfs_reclaim(fs))                      \
+		while ((long long)pm_call_rc_ == -ENOSPC && pmfs_reclaim(pm_call_fs_))             \
 			pm_call_rc_ = (call);                                                      \
-		pmfs_call_leave();                                                                 \
+		pmfs_call_leave(pm_call_fs_);                                                      \
 		pm_call_rc_;                                                                       \
 	})
 

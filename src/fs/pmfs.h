@@ -13,7 +13,7 @@
  * windows of the partition space are evicted only between calls
  * (space/vspace.c V3). Calls may nest. */
 void pmfs_call_enter(ferrite_fs *fs);
-void pmfs_call_leave(void);
+void pmfs_call_leave(ferrite_fs *fs);
 /* After a call failed with -ENOSPC: gives back every window's reserved,
  * unwritten pages (SCMFS garbage collection), each round in a transaction of
  * its own; 1 if it gave any back (the call is worth trying again). */

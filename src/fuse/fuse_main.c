@@ -85,7 +85,9 @@ int fuse_front_run(const struct fuse_front_opts *o)
 	};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
-	struct ferrite_mount_opts mo = {.mode = o->mode};
+	/* alone: the kernel caches what the daemon answers, and would not see
+	 * another process's changes */
+	struct ferrite_mount_opts mo = {.mode = o->mode | FERRITE_MOUNT_EXCLUSIVE};
 	int rc = ferrite_mount(o->pool, &mo, &ff.fs);
 	if (rc < 0) {
 		say(o, rc, "%s", ferrite_errmsg());

@@ -62,7 +62,15 @@ int meta_mkfs(const char *path, const struct meta_mkfs_params *prm,
  * META_PRIVATE: a private view that writes nothing (pool.h POOL_PRIVATE);
  * recovery is not run, m->pending_entries counts what it would replay. */
 #define META_PRIVATE 1
+/* META_SHARED: other processes may open the pool shared at once (space.h
+ * POOL_SHARED); only the first one recovers. */
+#define META_SHARED 2
 int meta_open(struct meta *m, const char *path, int flags);
+/* The turn around each outermost call on a shared pool (share.c): drops
+ * the windows another process may have changed and replays what one that
+ * died inside a call left. Returns share_enter's SHARE_* bits. */
+int meta_turn_enter(struct meta *m);
+void meta_turn_leave(struct meta *m);
 void meta_close(struct meta *m);
 /* Superblock validation with a one-line reason (mount and fsck). */
 int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char **why);

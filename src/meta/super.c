@@ -309,7 +309,10 @@ int meta_open(struct meta *m, const char *path, int flags)
 {
 	memset(m, 0, sizeof(*m));
 	struct pool *p = &m->pool;
-	int rc = pool_open(p, path, (flags & META_PRIVATE) ? POOL_PRIVATE : 0);
+	int rc = pool_open(p, path,
+			   (flags & META_PRIVATE)  ? POOL_PRIVATE
+			   : (flags & META_SHARED) ? POOL_SHARED
+						   : 0);
 	if (rc)
 		return rc;
 	struct fr_super sb;
@@ -346,7 +349,11 @@ int meta_open(struct meta *m, const char *path, int flags)
 		fr_err(rc, "%s: %s", path, fr_err_get());
 		goto fail;
 	}
-	rc = (flags & META_PRIVATE) ? log_pending(m) : log_recover(m);
+	/* a process that joins others recovers nothing: they are alive, and
+	 * one that dies is recovered by whoever takes its turn (share.c H3) */
+	rc = (flags & META_PRIVATE)	     ? log_pending(m)
+	     : (p->share && !p->share_first) ? 0
+					     : log_recover(m);
 	if (rc >= 0 && (flags & META_PRIVATE))
 		m->pending_entries = (uint64_t)rc;
 	if (rc < 0) {
@@ -360,6 +367,24 @@ int meta_open(struct meta *m, const char *path, int flags)
 fail:
 	meta_close(m);
 	return rc;
+}
+
+int meta_turn_enter(struct meta *m)
+{
+	int why = share_enter(m->pool.share);
+	if ((why & SHARE_DEAD) && log_recover(m) < 0)
+		fprintf(stderr,
+			"ferrite: %s: a process died inside a call, and replaying its log "
+			"entry failed: %s (run `ferrite fsck`)\n",
+			m->pool.path, fr_err_get());
+	if (why & SHARE_OTHER)
+		vs_unmap_all(&m->sp);
+	return why;
+}
+
+void meta_turn_leave(struct meta *m)
+{
+	share_leave(m->pool.share);
 }
 
 void meta_close(struct meta *m)

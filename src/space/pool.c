@@ -3,7 +3,9 @@
  * population with (huge) pages, and the direct mapping.
  *
  * Invariants: P1 while a struct pool is open, this process holds an
- *               exclusive flock on the pool, so no other process maps it;
+ *               exclusive flock on the pool, so no other process maps it --
+ *               or, opened POOL_SHARED, a shared one, and every process
+ *               that maps the pool follows share.c's turn;
  *             P2 base maps [0, size) of the pool, 2 MiB aligned, with the
  *               same flags (MAP_SYNC on DAX file systems) as every other
  *               shared mapping of the pool (pool->map_flags);
@@ -401,7 +403,15 @@ int pool_open(struct pool *p, const char *path, int flags)
 		close(fd);
 		return fr_err(-e, "%s: cannot stat: %s", path, strerror(e));
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB)) {
+	if (flags & POOL_SHARED) {
+		p->fd = fd;
+		p->path = strdup(path);
+		int rc = p->path ? share_attach(p, &st) : -ENOMEM;
+		if (rc) {
+			pool_close(p);
+			return rc;
+		}
+	} else if (flock(fd, LOCK_EX | LOCK_NB)) {
 		char who[96];
 		pool_holder_describe(fd, who, sizeof(who));
 		close(fd);
@@ -411,7 +421,8 @@ int pool_open(struct pool *p, const char *path, int flags)
 			      path, who);
 	}
 	p->fd = fd;
-	p->path = strdup(path);
+	if (!p->path)
+		p->path = strdup(path);
 	p->map_flags = priv ? MAP_PRIVATE : MAP_SHARED;
 	p->created = created;
 	p->old_mode = st.st_mode & 07777;
@@ -680,6 +691,7 @@ void pool_close(struct pool *p)
 		munmap(p->map_reserve, p->map_reserve_len);
 	p->map_reserve = NULL;
 	p->base = NULL;
+	share_detach(p);
 	if (p->fd >= 0)
 		close(p->fd); /* releases the flock */
 	p->fd = -1;

@@ -51,7 +51,86 @@ struct pool {
 	int resized;	   /* pool_populate discarded the file's contents */
 	mode_t old_mode;   /* the file's permission bits when opened */
 	uint64_t old_size; /* and its size */
+	/* POOL_SHARED (share.c): the coordination with other processes */
+	struct pool_share *share;
+	int share_first; /* no other process had the pool open */
 };
+
+/* ---- one pool, many processes (share.c) ----------------------------------- */
+
+struct stat;
+/* Joins the processes sharing p (its fd open, not yet locked): takes the
+ * pool's flock shared and maps the coordination file, rebuilt if p is the
+ * first (p->share_first). -EBUSY if a process holds the pool alone or this
+ * process has it mounted already. */
+int share_attach(struct pool *p, const struct stat *pst);
+void share_detach(struct pool *p);
+/* What the process must do on taking the turn (share_enter's result). */
+#define SHARE_OTHER  1 /* another process ran calls since: drop every window */
+#define SHARE_DEAD   2 /* it died inside a call: recover as mount does */
+#define SHARE_FORKED 4 /* first call of a forked child: count what it inherited */
+#define SHARE_REAPED 8 /* a gone process's holds were dropped: release orphans */
+/* Brackets each outermost call (H1); s NULL: no-op. */
+int share_enter(struct pool_share *s);
+void share_leave(struct pool_share *s);
+#define SHARE_OPENS 0
+#define SHARE_MAPS  1
+/* Under the turn: this process holds ino open (or maps it), delta 1, or no
+ * longer, delta -1. Returns how many processes hold it now; -ENFILE if the
+ * table is full, -EUSERS if SHARE_PROCS processes have the pool already. */
+int share_ino_add(struct pool_share *s, uint64_t ino, int kind, int delta);
+int share_ino_count(struct pool_share *s, uint64_t ino, int kind);
+/* Turns taken from processes that died inside a call. */
+uint64_t share_takeovers(struct pool_share *s);
+/* The shared lock table, and this process's slot (-1 if it has none). */
+struct lk_table *share_locks(struct pool_share *s);
+int share_slot(struct pool_share *s);
+/* Under the turn: gives back slot if its process is gone (a lock it held
+ * blocks someone). SHARE_REAPED if it did. */
+int share_reap_slot(struct pool_share *s, int32_t slot);
+
+/* ---- advisory locks (locks.c) ------------------------------------------------ */
+
+#define LK_MAX	   4096		/* locked ranges at once, all processes */
+#define LK_PROCESS (1ULL << 63) /* owner bit: a process's record locks */
+#define LK_FCNTL   0		/* name space of fcntl locks (record, OFD) */
+#define LK_FLOCK   1		/* name space of flock locks */
+#define LK_EOF	   INT64_MAX	/* a range to the end of any file */
+struct lk_entry {
+	uint64_t ino;
+	uint64_t owner;	    /* LK_PROCESS | slot, or an open file description's id */
+	int64_t start, end; /* bytes [start, end] */
+	uint16_t type;	    /* F_RDLCK or F_WRLCK */
+	uint16_t ns;
+	int32_t slot; /* the process that set it: its locks go with it */
+	int32_t pid;  /* for F_GETLK: the owner's pid, -1 for a description */
+	uint32_t pad;
+};
+struct lk_table {
+	uint32_t seq; /* futex: changes whenever a lock goes or weakens (K3) */
+	uint32_t n;
+	uint64_t next_id; /* ids of open file descriptions */
+	struct lk_entry e[LK_MAX];
+};
+struct lk_req {
+	uint64_t ino, owner;
+	int64_t start, end;
+	int type; /* F_RDLCK, F_WRLCK or F_UNLCK */
+	int ns;
+	int32_t slot, pid;
+};
+/* The entry r conflicts with (K1), or NULL. */
+const struct lk_entry *lk_conflict(const struct lk_table *t, const struct lk_req *r);
+/* Sets (or with F_UNLCK clears) r's range for its owner: 0, -EAGAIN on a
+ * conflict, -ENOLCK if the table is full; nothing changes on failure. */
+int lk_set(struct lk_table *t, const struct lk_req *r);
+/* Drops every lock of owner (on ino, or on any inode if ino is 0). */
+void lk_release_owner(struct lk_table *t, uint64_t ino, uint64_t owner);
+void lk_release_slot(struct lk_table *t, int32_t slot);
+/* Wakes the waiters (K3). */
+void lk_changed(struct lk_table *t);
+/* Sleeps until seq moves from seen, 100 ms at most; -EINTR on a signal. */
+int lk_wait(uint32_t *seq, uint32_t seen);
 
 /* The pool used when none is named (ferrite_default_pool without
  * $FERRITE_POOL). It lies in a directory any user can write, so pool_open
@@ -64,6 +143,9 @@ struct pool {
  * mapped copy-on-write, so nothing the process stores reaches the pool. */
 #define POOL_CREATE  1
 #define POOL_PRIVATE 2
+/* POOL_SHARED: other processes that open it shared may map it at once
+ * (share.c); anyone else (a check, mkfs) still needs it alone. */
+#define POOL_SHARED 4
 int pool_open(struct pool *p, const char *path, int flags);
 /* Makes the file mode 0600, sets its size and allocates all of it (mkfs only).
  * -ENOSPC before anything is changed if its file system has no room for it. */
@@ -358,6 +440,8 @@ void vs_call_enter_slow(struct space *sp);
 /* Asks for quiet work (*what: sp->want_evict or sp->want_compact), done at
  * the start of the next call made while no other thread is inside one. */
 void vs_want_quiet(struct space *sp, int *what);
+/* Unmaps every window; the caller knows no thread is inside a call. */
+void vs_unmap_all(struct space *sp);
 static inline void vs_call_enter(struct space *sp)
 {
 	struct vs_slot *s = vs_my_slot ? vs_my_slot : vs_slot_claim();

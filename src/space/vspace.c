@@ -157,6 +157,20 @@ static int others_left(void)
 
 static void unmap_window(struct space *sp, uint64_t w);
 
+void vs_unmap_all(struct space *sp)
+{
+	if (!sp->wstate)
+		return;
+	pthread_mutex_lock(&sp->map_lock);
+	for (uint64_t w = 0; w < sp->nwindows; w++)
+		if (sp->wstate[w] != VS_UNMAPPED)
+			unmap_window(sp, w);
+	sp->live_maps = 0;
+	sp->evict_at = sp->map_budget;
+	sp->stat_evictions++;
+	pthread_mutex_unlock(&sp->map_lock);
+}
+
 void vs_want_quiet(struct space *sp, int *what)
 {
 	__atomic_store_n(what, 1, __ATOMIC_SEQ_CST);
@@ -204,16 +218,8 @@ void vs_call_enter_slow(struct space *sp)
 		 * and an eviction after it finds fewer mappings to drop */
 		if (__atomic_exchange_n(&sp->want_compact, 0, __ATOMIC_SEQ_CST) && sp->compact_fn)
 			sp->compact_fn(sp->compact_arg);
-		if (__atomic_exchange_n(&sp->want_evict, 0, __ATOMIC_SEQ_CST)) {
-			pthread_mutex_lock(&sp->map_lock);
-			for (uint64_t w = 0; w < sp->nwindows; w++)
-				if (sp->wstate[w] != VS_UNMAPPED)
-					unmap_window(sp, w);
-			sp->live_maps = 0;
-			sp->evict_at = sp->map_budget;
-			sp->stat_evictions++;
-			pthread_mutex_unlock(&sp->map_lock);
-		}
+		if (__atomic_exchange_n(&sp->want_evict, 0, __ATOMIC_SEQ_CST))
+			vs_unmap_all(sp);
 		__atomic_store_n(&sp->evict, VS_EVICT_NONE, __ATOMIC_SEQ_CST);
 		return;
 	}
@@ -676,11 +682,11 @@ out:
 /* A reserved window gave its unnamed home pages back (window.c W2): they
  * are free from the commit of the transaction that dropped the reservation
  * on, and another file's transaction may take them before this one's
- * follow-ups run, so they are mapped to the zero page now, not after it. Holes read zeros before and after, and no page of the
- * range is written meanwhile (backing one takes the allocator lock this
- * transaction holds), so the window's file needs no lock. Should the
- * transaction be abandoned, the window is reserved again with those pages
- * recorded as exceptions, mapped home again when backed. */
+ * follow-ups run, so they are mapped to the zero page now, not after it. Holes read zeros before
+ * and after, and no page of the range is written meanwhile (backing one takes the allocator lock
+ * this transaction holds), so the window's file needs no lock. Should the transaction be abandoned,
+ * the window is reserved again with those pages recorded as exceptions, mapped home again when
+ * backed. */
 void vs_reservation_dropped(struct space *sp, uint64_t vw, const uint64_t unnamed[8])
 {
 	if (!sp->wstate)

@@ -61,6 +61,11 @@ static void of_release(struct tier *t, struct tier_ofile *of)
 		}
 		tf_open_put(t, tf);
 	}
+	if (of->f.lock_id) { /* its OFD and flock locks go with it */
+		pthread_mutex_lock(&t->lk_mutex);
+		vfs_lock_file_gone(t->lk, &of->f);
+		pthread_mutex_unlock(&t->lk_mutex);
+	}
 	close(of->kfd);
 	vfs_file_fini(&of->f);
 	free(of);
@@ -121,4 +126,43 @@ ssize_t tier_copy_file_range(ferrite_fs *fs, int fd_in, off_t *off_in, int fd_ou
 	if (b)
 		tfd_put(t, b);
 	return TIER_END_SS(rc);
+}
+
+/* ---- advisory locks: one process holds a tiered pool, so they order its
+ * own descriptions and threads (vfs/locks.c, space/locks.c) ------------------- */
+
+static int tier_lock_call(ferrite_fs *fs, int fd, int cmd, struct flock *fl, int op,
+			  struct vfs_lockwait *w)
+{
+	int64_t size = 0;
+	if (fl && fl->l_whence == SEEK_END) {
+		struct stat st;
+		int rc = tier_fstat(fs, fd, &st);
+		if (rc)
+			return rc;
+		size = st.st_size;
+	}
+	BEGIN(fs);
+	struct tier_ofile *of = tfd_get(t, fd);
+	if (!of)
+		return TIER_END(-EBADF);
+	struct vfs_lockctx c = {.slot = 0, .ino = of->ino, .f = &of->f, .size = size};
+	pthread_mutex_lock(&t->lk_mutex);
+	if (!t->lk)
+		t->lk = calloc(1, sizeof(*t->lk));
+	c.tab = t->lk;
+	int rc = !c.tab ? -ENOMEM : fl ? vfs_lock_fcntl(&c, cmd, fl, w) : vfs_lock_flock(&c, op, w);
+	pthread_mutex_unlock(&t->lk_mutex);
+	tfd_put(t, of);
+	return TIER_END(rc);
+}
+
+int tier_lock(ferrite_fs *fs, int fd, int cmd, struct flock *fl, struct vfs_lockwait *w)
+{
+	return tier_lock_call(fs, fd, cmd, fl, 0, w);
+}
+
+int tier_flock(ferrite_fs *fs, int fd, int op, struct vfs_lockwait *w)
+{
+	return tier_lock_call(fs, fd, 0, NULL, op, w);
 }

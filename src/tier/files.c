@@ -219,6 +219,7 @@ int tier_files_init(struct tier *t)
 	if (!t->files || !t->ino_hash)
 		return -ENOMEM;
 	pthread_mutex_init(&t->files_lock, NULL);
+	pthread_mutex_init(&t->lk_mutex, NULL);
 	t->lru.lru_next = t->lru.lru_prev = &t->lru;
 	/* Highest first onto the stack: the lowest records are handed out first. */
 	for (uint32_t fid = t->nrecs - 1; fid >= 1; fid--)

@@ -464,6 +464,7 @@ static void tier_free(struct tier *t)
 	if (t->root_fd >= 0)
 		close(t->root_fd);
 	free(t->dirty_bits);
+	free(t->lk);
 	free(t->bounce);
 	free(t->backing);
 	free(t->link_prefix);
@@ -558,7 +559,7 @@ static int mount_check_opts(const char *path, const struct ferrite_mount_opts *o
 		return 0;
 	if (opts->read_only)
 		return fr_err(-EOPNOTSUPP, "read-only mounts are not supported yet");
-	if (opts->mode != FERRITE_MOUNT_POOL_MODE)
+	if ((opts->mode & ~FERRITE_MOUNT_EXCLUSIVE) != FERRITE_MOUNT_POOL_MODE)
 		return fr_err(-EINVAL,
 			      "%s is a tiered pool: it has no sync or strict mode (every write "
 			      "is atomic)",

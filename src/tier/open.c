@@ -239,6 +239,11 @@ int tfd_close(struct tier *t, int fd)
 	struct tier_ofile *of = (struct tier_ofile *)vfs_fd_take(&t->fdt, fd);
 	if (!of)
 		return -EBADF;
+	/* POSIX: closing any descriptor of a file drops the process's record
+	 * locks on it */
+	pthread_mutex_lock(&t->lk_mutex);
+	vfs_lock_closed(t->lk, 0, of->ino);
+	pthread_mutex_unlock(&t->lk_mutex);
 	tfd_put(t, of);
 	return 0;
 }

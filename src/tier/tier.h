@@ -125,6 +125,8 @@ struct tier {
 	uint64_t seq; /* write sequence (atomic) */
 
 	/* Files. */
+	pthread_mutex_t lk_mutex; /* advisory locks: the pool is held alone, */
+	struct lk_table *lk;	  /* so they live here (space/locks.c) */
 	pthread_mutex_t files_lock;
 	struct tier_file **files; /* by fid */
 	struct tier_file **ino_hash;

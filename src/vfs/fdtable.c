@@ -19,6 +19,7 @@ void vfs_file_init(struct vfs_file *f, int flags)
 	f->flags = flags;
 	f->refs = 1;
 	f->pos = 0;
+	f->lock_id = 0;
 	pthread_mutex_init(&f->pos_lock, NULL);
 }
 

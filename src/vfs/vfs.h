@@ -22,6 +22,7 @@
 #ifndef FERRITE_VFS_H
 #define FERRITE_VFS_H
 
+#include <fcntl.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <sys/stat.h>
@@ -54,6 +55,37 @@ int cred_in_group(const struct vfs_cred *c, gid_t g);
  * engines' walkers share the front ends' contract). */
 int vfs_set_escaped_path(const char *p);
 
+/* ---- advisory locks (locks.c) ---------------------------------------------- */
+
+struct lk_table;
+/* A lock call that must wait: the word to sleep on and the value seen
+ * (space.h lk_wait), and the process slot of the holder in the way. */
+struct vfs_lockwait {
+	uint32_t *seq;
+	uint32_t seen;
+	int32_t holder_slot;
+};
+/* What an engine knows for a lock call; it excludes every other user of
+ * tab around the call (space/locks.c K3). */
+struct vfs_lockctx {
+	struct lk_table *tab;
+	int32_t slot; /* this process's (0 for a pool held alone) */
+	uint64_t ino;
+	struct vfs_file *f;
+	int64_t size; /* the file's, for SEEK_END */
+};
+/* fcntl F_GETLK, F_SETLK, F_SETLKW and their F_OFD_ forms: 0 or -errno;
+ * -EAGAIN with *w set when the lock is held by another owner (F_SETLKW:
+ * the caller sleeps on w and tries again, outside its exclusion). */
+int vfs_lock_fcntl(struct vfs_lockctx *c, int cmd, struct flock *fl, struct vfs_lockwait *w);
+int vfs_lock_flock(struct vfs_lockctx *c, int op, struct vfs_lockwait *w);
+/* A descriptor of ino was closed: the process's record locks on it go
+ * (POSIX); the last reference to f: its description's locks go. */
+void vfs_lock_closed(struct lk_table *t, int32_t slot, uint64_t ino);
+void vfs_lock_file_gone(struct lk_table *t, struct vfs_file *f);
+/* The C API's wait loop for F_SETLKW and blocking flock. */
+int vfs_lock_sleep(const struct vfs_lockwait *w);
+
 /* ---- descriptors (fdtable.c) ---------------------------------------------- */
 struct iovec;
 
@@ -64,6 +96,7 @@ struct vfs_file {
 	int refs;		  /* descriptors + calls in progress; atomic (V3) */
 	pthread_mutex_t pos_lock; /* the position's, for calls that use it */
 	int64_t pos;
+	uint64_t lock_id; /* owner of its OFD and flock locks (locks.c), 0: none yet */
 };
 
 /* Sets flags, one reference (the descriptor about to be installed), pos 0. */
@@ -237,7 +270,10 @@ ssize_t vfs_copy_file_range(const struct vfs_copy_io *io, struct vfs_file *in, m
 	  (fs, addr, len, prot))                                                                   \
 	X(int, mmap_pinned, (ferrite_fs * fs, int fd, off_t from, off_t len), (fs, fd, from, len)) \
 	X(int, mmap_shrink, (ferrite_fs * fs, int fd, off_t newsize), (fs, fd, newsize))           \
-	X(int, mmap_refresh, (ferrite_fs * fs, int fd), (fs, fd))
+	X(int, mmap_refresh, (ferrite_fs * fs, int fd), (fs, fd))                                  \
+	X(int, lock, (ferrite_fs * fs, int fd, int cmd, struct flock *fl, struct vfs_lockwait *w), \
+	  (fs, fd, cmd, fl, w))                                                                    \
+	X(int, flock, (ferrite_fs * fs, int fd, int op, struct vfs_lockwait *w), (fs, fd, op, w))
 
 /* The calls on a directory stream: its ferrite_fs is *(ferrite_fs **)dir. */
 #define VFS_DIR_CALLS(X)                                                                           \

@@ -1,0 +1,715 @@
+/*
+ * share.c -- one pool open in many processes: the coordination file beside
+ * the pool (as LMDB's lock file), the pool's turn, and the per-inode counts
+ * every process must see.
+ *
+ * Every process maps the pool directly and keeps only small volatile state
+ * of its own (its descriptors, the windows it has mapped). The pool's locks
+ * are the threads' own (pthread, in each process), so processes take turns:
+ * the threads of one process run calls at once, those of two processes do
+ * not. The turn is one 32-bit word in the coordination file, the holder's
+ * pid and the number of its threads inside a call. It stays with the last
+ * holder while that one is idle (a single process pays one atomic add per
+ * call), and another process takes it over as soon as no call of the holder
+ * is running.
+ *
+ * Invariants: H1 a thread runs a call on the pool only while the turn names
+ *               its process (share_enter ... share_leave) and counts it;
+ *             H2 a process that takes the turn from another drops every
+ *               window it mapped (on_turn SHARE_OTHER): the other may have
+ *               moved or freed the pages behind them;
+ *             H3 the turn word changes only by compare-and-swap; it is taken
+ *               from a process that is inside a call only once that process
+ *               is gone (no /proc entry, a zombie, or another start time);
+ *               the taker replays the log first (on_turn SHARE_DEAD), as a
+ *               mount after a crash would;
+ *             H4 sc_ino counts, per inode, the processes that hold it open
+ *               and those that map it; it changes only under the turn, and
+ *               an unlinked inode is released only when no process holds
+ *               it (a process that dies leaves its counts: the inode is
+ *               released when the last process lets go of the pool, by the
+ *               next mount's orphan release);
+ *             H5 the coordination file is rebuilt from nothing by the first
+ *               process to open the pool (it holds the pool's flock alone);
+ *               later ones only check it, and the last one out removes it.
+ *               Attach and that removal are serialised by an exclusive
+ *               flock on the coordination file itself; an attacher that
+ *               finds its file removed meanwhile opens the name again.
+ * Validation: the coordination file is untrusted: it must be a regular
+ *   file of ours or of the pool's owner, no more writable than the pool,
+ *   name the pool's device and inode, and have the expected size; a turn
+ *   word naming no live process is taken over, never trusted to wake us.
+ * Crash argument: volatile only; nothing here is persistent. A process that
+ *   dies holding the turn inside a call is one crash of the pool: the next
+ *   holder recovers as mount does (log replay), except that unlinked inodes
+ *   wait for the last process (H4).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "space/space.h"
+
+#define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
+#define SHARE_VERSION 1
+#define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
+
+#define TURN_SHIFT    10
+#define TURN_INSIDE   ((1u << TURN_SHIFT) - 1)
+#define TURN_PID(v)   ((v) >> TURN_SHIFT)
+#define TURN_CALLS(v) ((v)&TURN_INSIDE)
+
+#define SHARE_PROCS 128 /* processes with the pool open at once */
+#define PROC_WORDS  (SHARE_PROCS / 64)
+
+struct share_ino {
+	uint64_t ino;		   /* 0: empty */
+	uint64_t open[PROC_WORDS]; /* bit i: process slot i has a vnode of it */
+	uint64_t map[PROC_WORDS];  /* bit i: process slot i maps it */
+};
+
+struct share_proc {
+	uint32_t pid; /* 0: free */
+	uint32_t pad;
+	uint64_t start;
+};
+
+struct share_file {
+	uint64_t magic;
+	uint64_t version;
+	uint64_t pool_dev, pool_ino;
+	uint64_t size;
+	uint32_t turn;	  /* futex word: holder pid << TURN_SHIFT | calls inside */
+	uint32_t waiters; /* processes waiting for the turn */
+	uint32_t holder_pid;
+	uint32_t pad;
+	uint64_t holder_start; /* holder_pid's start time (/proc/pid/stat) */
+	uint64_t takeovers;    /* turns taken from a dead process inside a call */
+	uint64_t reaped;       /* slots of dead processes given back */
+	uint32_t nino, live;
+	struct share_proc procs[SHARE_PROCS];
+	struct share_ino ino[];
+};
+
+struct pool_share {
+	struct share_file *f;
+	size_t len;
+	uint32_t pid; /* of the process that attached, or of a forked child */
+	uint64_t start;
+	uint64_t dev, ino;
+	int slot;	   /* in f->procs, -1 until the first call */
+	uint32_t prev;	   /* the pid turn_take took the turn from, 0 none */
+	int forked;	   /* a forked child that has not entered yet */
+	uint32_t attacher; /* the process that attached (not a forked child) */
+	uint64_t file_ino; /* of the coordination file */
+	char name[112];	   /* and its path */
+	struct pool_share *next;
+};
+
+/* this process's attachments: one per pool (a second mount is refused) */
+static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct pool_share *reg;
+static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
+
+static long futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+{
+	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
+}
+
+/* Start time of pid in clock ticks, 0 if it is gone or a zombie. */
+static uint64_t proc_start(uint32_t pid)
+{
+	char path[64], buf[512];
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return 0;
+	char state = p[2];
+	if (state == 'Z' || state == 'X' || state == 'x')
+		return 0;
+	/* fields after the name: 3 state ... 22 starttime */
+	p += 2;
+	for (int field = 3; field < 22 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+	}
+	return p ? strtoull(p, NULL, 10) : 0;
+}
+
+/* fork: no thread of this process is inside a call while fork copies the
+ * process (its locks would stay locked in the child): a thread that enters
+ * meanwhile steps out again until fork is over (turn_take). */
+static int forking;
+
+static void before_fork(void)
+{
+	__atomic_store_n(&forking, 1, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&reg_lock);
+	for (struct pool_share *s = reg; s; s = s->next)
+		for (;;) {
+			uint32_t v = __atomic_load_n(&s->f->turn, __ATOMIC_SEQ_CST);
+			if (TURN_PID(v) != s->pid || TURN_CALLS(v) == 0)
+				break;
+			sched_yield();
+		}
+}
+
+static void after_fork_parent(void)
+{
+	pthread_mutex_unlock(&reg_lock);
+	__atomic_store_n(&forking, 0, __ATOMIC_SEQ_CST);
+}
+
+static void after_fork_child(void)
+{
+	__atomic_store_n(&forking, 0, __ATOMIC_SEQ_CST);
+	uint32_t me = (uint32_t)getpid();
+	for (struct pool_share *s = reg; s; s = s->next) {
+		s->pid = me;
+		s->start = 0; /* read at the first call, if any */
+		s->forked = 1;
+		s->slot = -1;
+	}
+	pthread_mutex_init(&reg_lock, NULL);
+}
+
+static void fork_init(void)
+{
+	pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+/* ---- the coordination file ------------------------------------------------------- */
+
+/* the lock table follows the inode table */
+static size_t locks_off(void)
+{
+	size_t off = sizeof(struct share_file) + SHARE_INOS * sizeof(struct share_ino);
+	return (off + 63) & ~(size_t)63;
+}
+
+static size_t share_len(void)
+{
+	return locks_off() + sizeof(struct lk_table);
+}
+
+struct lk_table *share_locks(struct pool_share *s)
+{
+	return (struct lk_table *)((char *)s->f + locks_off());
+}
+
+int share_slot(struct pool_share *s)
+{
+	return s ? s->slot : -1;
+}
+
+/* O_NOFOLLOW|O_EXCL create, or open one that is there and may be trusted
+ * (see Validation): ours, the pool owner's or root's, no more writable than
+ * the pool. */
+static int open_share_file(const char *pool_path, const struct stat *pst, char *name, size_t cap)
+{
+	/* every process that may open the pool computes the same name; the
+	 * owner is in it so that a pool given to another user gets a file the
+	 * new owner can use (a file of the old one cannot be removed by them) */
+	snprintf(name, cap, "/dev/shm/ferrite-%llx-%llx-%u.share", (unsigned long long)pst->st_dev,
+		 (unsigned long long)pst->st_ino, (unsigned)pst->st_uid);
+	mode_t mode = (pst->st_mode & 0666) | 0600;
+	int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+	if (fd >= 0) {
+		/* the pool's readers and writers may join; made by root for
+		 * another's pool, it is the pool owner's */
+		if (fchmod(fd, mode) ||
+		    (geteuid() == 0 && pst->st_uid != 0 && fchown(fd, pst->st_uid, pst->st_gid))) {
+			int e = errno;
+			close(fd);
+			unlink(name);
+			return fr_err(-e, "%s: cannot set the mode of %s: %s", pool_path, name,
+				      strerror(e));
+		}
+		return fd;
+	}
+	if (errno != EEXIST)
+		return fr_err(-errno, "%s: cannot create %s: %s", pool_path, name, strerror(errno));
+	fd = open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st)) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		return fr_err(-e,
+			      "%s: cannot open %s: %s (the pool's mode allows more than the "
+			      "file's: its owner or root can fix it once no process uses the pool)",
+			      pool_path, name, strerror(e));
+	}
+	/* the pool's mode widened since the file was made: follow it */
+	if ((st.st_mode & 0666) != mode && (st.st_uid == geteuid() || geteuid() == 0))
+		(void)!fchmod(fd, mode);
+	int owner_ok = st.st_uid == geteuid() || st.st_uid == pst->st_uid || st.st_uid == 0;
+	if (!S_ISREG(st.st_mode) || !owner_ok || (st.st_mode & 0022 & ~pst->st_mode)) {
+		close(fd);
+		return fr_err(-EPERM,
+			      "%s: %s is not a coordination file this pool can trust (owner "
+			      "%u, mode %o); remove it once no process uses the pool",
+			      pool_path, name, (unsigned)st.st_uid, (unsigned)(st.st_mode & 07777));
+	}
+	return fd;
+}
+
+static int map_share(struct pool_share *s, int fd, int fresh, const char *pool_path,
+		     const char *name)
+{
+	size_t len = share_len();
+	if (fresh && ftruncate(fd, 0) == 0 && ftruncate(fd, (off_t)len) != 0)
+		return fr_err(-errno, "%s: cannot size %s: %s", pool_path, name, strerror(errno));
+	struct stat st;
+	if (fstat(fd, &st) || (uint64_t)st.st_size != len)
+		return fr_err(-EUCLEAN,
+			      "%s: %s has the wrong size; remove it once no process uses "
+			      "the pool",
+			      pool_path, name);
+	void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED)
+		return fr_err(-errno, "%s: cannot map %s: %s", pool_path, name, strerror(errno));
+	struct share_file *f = m;
+	if (fresh) {
+		f->version = SHARE_VERSION;
+		f->pool_dev = s->dev;
+		f->pool_ino = s->ino;
+		f->size = len;
+		f->nino = SHARE_INOS;
+		__atomic_store_n(&f->magic, SHARE_MAGIC, __ATOMIC_RELEASE);
+	} else if (f->magic != SHARE_MAGIC || f->version != SHARE_VERSION || f->size != len ||
+		   f->pool_dev != s->dev || f->pool_ino != s->ino || f->nino != SHARE_INOS) {
+		munmap(m, len);
+		return fr_err(-EUCLEAN,
+			      "%s: %s does not describe this pool; remove it once no "
+			      "process uses the pool",
+			      pool_path, name);
+	}
+	s->f = f;
+	s->len = len;
+	return 0;
+}
+
+int share_attach(struct pool *p, const struct stat *pst)
+{
+	pthread_once(&fork_once, fork_init);
+	pthread_mutex_lock(&reg_lock);
+	for (struct pool_share *o = reg; o; o = o->next)
+		if (o->dev == (uint64_t)pst->st_dev && o->ino == (uint64_t)pst->st_ino) {
+			pthread_mutex_unlock(&reg_lock);
+			return fr_err(-EBUSY, "%s: pool is already mounted in this process",
+				      p->path);
+		}
+	pthread_mutex_unlock(&reg_lock);
+	struct pool_share *s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	s->dev = pst->st_dev;
+	s->ino = pst->st_ino;
+	s->pid = (uint32_t)getpid();
+	s->slot = -1;
+	s->attacher = s->pid;
+	char *name = s->name;
+	int fd, rc = 0;
+	for (;;) {
+		fd = open_share_file(p->path, pst, name, sizeof(s->name));
+		if (fd < 0) {
+			free(s);
+			return fd;
+		}
+		flock(fd, LOCK_EX); /* H5: one process attaches at a time */
+		/* the last one out removes the file (share_detach): attach
+		 * to the one the name leads to now */
+		struct stat a, b;
+		if (!fstat(fd, &a) && !stat(name, &b) && a.st_ino == b.st_ino &&
+		    a.st_dev == b.st_dev) {
+			s->file_ino = a.st_ino;
+			break;
+		}
+		close(fd);
+	}
+	if (flock(p->fd, LOCK_EX | LOCK_NB) == 0) {
+		/* alone: build the file afresh, then share the pool (the
+		 * conversion is not atomic; whoever slips in is refused below) */
+		rc = map_share(s, fd, 1, p->path, name);
+		p->share_first = 1;
+		if (flock(p->fd, LOCK_SH | LOCK_NB))
+			rc = rc ? rc : -EWOULDBLOCK;
+	} else if (flock(p->fd, LOCK_SH | LOCK_NB) == 0) {
+		rc = map_share(s, fd, 0, p->path, name);
+	} else {
+		rc = -EWOULDBLOCK;
+	}
+	if (rc && !p->share_first) {
+		/* never built: an empty file must not outlive this attempt */
+		struct stat st;
+		if (!fstat(fd, &st) && st.st_size == 0)
+			unlink(name);
+	}
+	flock(fd, LOCK_UN);
+	close(fd);
+	if (rc == -EWOULDBLOCK) {
+		char who[96];
+		pool_holder_describe(p->fd, who, sizeof(who));
+		rc = fr_err(-EBUSY,
+			    "%s: pool is in use by %s, which does not share it (a check, a "
+			    "tiered pool or a FUSE mount)",
+			    p->path, who);
+	}
+	if (rc) {
+		if (s->f)
+			munmap(s->f, s->len);
+		free(s);
+		return rc;
+	}
+	s->start = proc_start(s->pid);
+	pthread_mutex_lock(&reg_lock);
+	s->next = reg;
+	reg = s;
+	pthread_mutex_unlock(&reg_lock);
+	p->share = s;
+	return 0;
+}
+
+static int turn_take(struct pool_share *s, int why);
+static void slot_reap(struct share_file *f, int k);
+
+void share_detach(struct pool *p)
+{
+	struct pool_share *s = p->share;
+	if (!s)
+		return;
+	pthread_mutex_lock(&reg_lock);
+	for (struct pool_share **pp = &reg; *pp; pp = &(*pp)->next)
+		if (*pp == s) {
+			*pp = s->next;
+			break;
+		}
+	pthread_mutex_unlock(&reg_lock);
+	if (s->slot >= 0) { /* our slot back, under the turn */
+		turn_take(s, 0);
+		slot_reap(s->f, s->slot);
+		share_leave(s);
+	}
+	munmap(s->f, s->len);
+	/* the last process out removes the coordination file; a forked child
+	 * shares its parent's flock and must not try */
+	int fd = s->pid == s->attacher ? open(s->name, O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -1;
+	struct stat st;
+	if (fd >= 0 && !flock(fd, LOCK_EX) && !fstat(fd, &st) && st.st_ino == s->file_ino &&
+	    !flock(p->fd, LOCK_EX | LOCK_NB))
+		unlink(s->name);
+	if (fd >= 0)
+		close(fd);
+	free(s);
+	p->share = NULL;
+}
+
+/* ---- the turn (H1-H3) -------------------------------------------------------------- */
+
+static int holder_gone(struct share_file *f, uint32_t pid)
+{
+	uint64_t start = proc_start(pid);
+	if (!start)
+		return 1;
+	/* holder_start is the holder's only when holder_pid says so */
+	uint32_t hp = __atomic_load_n(&f->holder_pid, __ATOMIC_ACQUIRE);
+	uint64_t hs = __atomic_load_n(&f->holder_start, __ATOMIC_ACQUIRE);
+	return hp == pid && hs && hs != start;
+}
+
+static int take(struct pool_share *s, uint32_t *v, uint32_t calls)
+{
+	uint32_t nv = s->pid << TURN_SHIFT | calls;
+	if (!__atomic_compare_exchange_n(&s->f->turn, v, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return 0;
+	__atomic_store_n(&s->f->holder_pid, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->f->holder_start, s->start, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->f->holder_pid, s->pid, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* After counting itself in: if a fork is being prepared, steps out again
+ * and waits for it (returns 1: try again). */
+static int fork_wait(struct pool_share *s)
+{
+	if (!__atomic_load_n(&forking, __ATOMIC_SEQ_CST))
+		return 0;
+	share_leave(s);
+	while (__atomic_load_n(&forking, __ATOMIC_SEQ_CST))
+		sched_yield();
+	return 1;
+}
+
+static int turn_take(struct pool_share *s, int why)
+{
+	struct share_file *f = s->f;
+	s->prev = 0;
+	for (int round = 0;; round++) {
+		uint32_t v = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST);
+		if (TURN_PID(v) == s->pid) {
+			/* ours: join the calls inside, or resume an idle turn --
+			 * after a short pause if another process asked for it */
+			if (TURN_CALLS(v) == TURN_INSIDE) {
+				sched_yield();
+				continue;
+			}
+			if (TURN_CALLS(v) == 0 && round == 0 &&
+			    __atomic_load_n(&f->waiters, __ATOMIC_SEQ_CST)) {
+				futex(&f->turn, FUTEX_WAIT, v,
+				      &(struct timespec){0, 1000000}); /* 1 ms */
+				continue;
+			}
+			if (__atomic_compare_exchange_n(&f->turn, &v, v + 1, 0, __ATOMIC_SEQ_CST,
+							__ATOMIC_SEQ_CST)) {
+				if (!fork_wait(s))
+					return why;
+			}
+			continue;
+		}
+		if (TURN_CALLS(v) == 0) { /* free or idle: take it over (H2) */
+			if (take(s, &v, 1)) {
+				s->prev = TURN_PID(v);
+				why |=
+				    (v ? SHARE_OTHER : 0) | (why & SHARE_FORKED ? SHARE_OTHER : 0);
+				if (!fork_wait(s))
+					return why;
+			}
+			continue;
+		}
+		/* busy: wait for its last call to end; check now and then that
+		 * the holder still lives (H3) */
+		__atomic_add_fetch(&f->waiters, 1, __ATOMIC_SEQ_CST);
+		long r = futex(&f->turn, FUTEX_WAIT, v, &(struct timespec){0, 50000000});
+		__atomic_sub_fetch(&f->waiters, 1, __ATOMIC_SEQ_CST);
+		if (r == -1 && errno == ETIMEDOUT && holder_gone(f, TURN_PID(v)) &&
+		    take(s, &v, 1)) {
+			s->prev = TURN_PID(v);
+			__atomic_add_fetch(&f->takeovers, 1, __ATOMIC_RELAXED);
+			why |= SHARE_OTHER | SHARE_DEAD;
+			if (!fork_wait(s))
+				return why;
+		}
+	}
+}
+
+void share_leave(struct pool_share *s)
+{
+	if (!s)
+		return;
+	uint32_t v = __atomic_sub_fetch(&s->f->turn, 1, __ATOMIC_SEQ_CST);
+	if (TURN_CALLS(v) == 0 && __atomic_load_n(&s->f->waiters, __ATOMIC_SEQ_CST))
+		futex(&s->f->turn, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+/* ---- process slots and per-inode holders (H4) ----------------------------------------- */
+
+static uint32_t ino_slot(uint64_t ino)
+{
+	return (uint32_t)((ino * 0x9e3779b97f4a7c15ULL) >> 40) & (SHARE_INOS - 1);
+}
+
+static struct share_ino *ino_find(struct share_file *f, uint64_t ino, int add)
+{
+	for (uint32_t i = ino_slot(ino), n = 0; n < SHARE_INOS;
+	     n++, i = (i + 1) & (SHARE_INOS - 1)) {
+		struct share_ino *e = &f->ino[i];
+		if (e->ino == ino)
+			return e;
+		if (e->ino == 0) {
+			if (!add || f->live >= SHARE_INOS - SHARE_INOS / 8)
+				return NULL;
+			memset(e, 0, sizeof(*e));
+			e->ino = ino;
+			f->live++;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+static int ino_unheld(const struct share_ino *e)
+{
+	uint64_t any = 0;
+	for (int w = 0; w < PROC_WORDS; w++)
+		any |= e->open[w] | e->map[w];
+	return !any;
+}
+
+/* Linear probing without tombstones: close the gap an entry leaves. */
+static void ino_remove(struct share_file *f, struct share_ino *e)
+{
+	uint32_t i = (uint32_t)(e - f->ino);
+	f->ino[i].ino = 0;
+	f->live--;
+	for (uint32_t j = (i + 1) & (SHARE_INOS - 1); f->ino[j].ino;
+	     j = (j + 1) & (SHARE_INOS - 1)) {
+		uint32_t home = ino_slot(f->ino[j].ino);
+		/* j's entry may move to i if i lies cyclically in [home, j) */
+		int movable = i <= j ? (home <= i || home > j) : (home <= i && home > j);
+		if (movable) {
+			f->ino[i] = f->ino[j];
+			f->ino[j].ino = 0;
+			i = j;
+		}
+	}
+}
+
+/* Gives slot k back: the process is gone (or is an image this process
+ * replaced by exec). What it held is held by one process less. */
+static void slot_reap(struct share_file *f, int k)
+{
+	uint64_t bit = 1ULL << (k % 64);
+	int w = k / 64;
+	for (uint32_t i = 0; i < SHARE_INOS;) {
+		struct share_ino *e = &f->ino[i];
+		if (e->ino && ((e->open[w] | e->map[w]) & bit)) {
+			e->open[w] &= ~bit;
+			e->map[w] &= ~bit;
+			if (ino_unheld(e)) {
+				ino_remove(f, e); /* may move a later entry here: look again */
+				continue;
+			}
+		}
+		i++;
+	}
+	f->procs[k].start = 0;
+	__atomic_store_n(&f->procs[k].pid, 0, __ATOMIC_RELEASE);
+	f->reaped++;
+	lk_release_slot((struct lk_table *)((char *)f + locks_off()), k);
+}
+
+int share_reap_slot(struct pool_share *s, int32_t slot)
+{
+	if (!s || slot < 0 || slot >= SHARE_PROCS || slot == s->slot)
+		return 0;
+	uint32_t pid = s->f->procs[slot].pid;
+	if (!pid || proc_start(pid) == s->f->procs[slot].start)
+		return 0;
+	slot_reap(s->f, slot);
+	return SHARE_REAPED;
+}
+
+/* Under the turn, at a process's first call: a slot of its own. Slots of
+ * processes that are gone, and one left by this process's image before an
+ * exec (the same pid and start time), are given back first. Returns
+ * SHARE_REAPED if any was, so that the caller releases the unlinked inodes
+ * nobody holds any more. */
+static int slot_claim(struct pool_share *s)
+{
+	struct share_file *f = s->f;
+	int why = 0, mine = -1;
+	for (int k = 0; k < SHARE_PROCS; k++) {
+		uint32_t pid = f->procs[k].pid;
+		if (!pid) {
+			if (mine < 0)
+				mine = k;
+			continue;
+		}
+		uint64_t start = proc_start(pid);
+		if (!start || start != f->procs[k].start || pid == s->pid) {
+			slot_reap(f, k);
+			why |= SHARE_REAPED;
+			if (mine < 0)
+				mine = k;
+		}
+	}
+	if (mine >= 0) {
+		f->procs[mine].start = s->start;
+		f->procs[mine].pid = s->pid;
+	}
+	s->slot = mine;
+	return why;
+}
+
+/* Gives back the slots of pid if it is gone (H4). */
+static int reap_if_gone(struct share_file *f, uint32_t pid)
+{
+	int why = 0;
+	for (int k = 0; k < SHARE_PROCS; k++)
+		if (f->procs[k].pid == pid && proc_start(pid) != f->procs[k].start) {
+			slot_reap(f, k);
+			why = SHARE_REAPED;
+		}
+	return why;
+}
+
+int share_enter(struct pool_share *s)
+{
+	if (!s)
+		return 0;
+	int why = 0;
+	if (s->forked) {
+		s->forked = 0;
+		s->start = proc_start(s->pid);
+		why |= SHARE_FORKED;
+	}
+	why = turn_take(s, why);
+	if (s->slot < 0)
+		why |= slot_claim(s);
+	else if (s->prev && s->prev != s->pid)
+		why |= reap_if_gone(s->f, s->prev); /* the last holder may have exited */
+	return why;
+}
+
+int share_ino_add(struct pool_share *s, uint64_t ino, int kind, int delta)
+{
+	if (!s)
+		return 0;
+	if (s->slot < 0)
+		return delta > 0 ? -EUSERS : 0;
+	struct share_ino *e = ino_find(s->f, ino, delta > 0);
+	if (!e)
+		return delta > 0 ? -ENFILE : 0;
+	uint64_t *words = kind == SHARE_MAPS ? e->map : e->open;
+	uint64_t bit = 1ULL << (s->slot % 64);
+	if (delta > 0)
+		words[s->slot / 64] |= bit;
+	else
+		words[s->slot / 64] &= ~bit;
+	int holders = 0;
+	for (int w = 0; w < PROC_WORDS; w++)
+		holders += __builtin_popcountll(words[w]);
+	if (ino_unheld(e))
+		ino_remove(s->f, e);
+	return holders;
+}
+
+int share_ino_count(struct pool_share *s, uint64_t ino, int kind)
+{
+	if (!s)
+		return 0;
+	struct share_ino *e = ino_find(s->f, ino, 0);
+	if (!e)
+		return 0;
+	const uint64_t *words = kind == SHARE_MAPS ? e->map : e->open;
+	int holders = 0;
+	for (int w = 0; w < PROC_WORDS; w++)
+		holders += __builtin_popcountll(words[w]);
+	return holders;
+}
+
+uint64_t share_takeovers(struct pool_share *s)
+{
+	return s ? __atomic_load_n(&s->f->takeovers, __ATOMIC_RELAXED) : 0;
+}

@@ -1,0 +1,429 @@
+/*
+ * multiproc_test.c -- one pm pool mounted by several processes at once
+ * (docs/contracts.md#processes, src/space/share.c): each sees the others'
+ * changes on return, a forked child goes on with what it inherited, an
+ * unlinked file lives while any process holds it, and a process killed at
+ * any moment blocks no one and loses nothing another acknowledged.
+ *
+ *   ./multiproc_test [CASE...]     FT_KILLS=N: kills in the kill case (300)
+ */
+#include "ft_test.h"
+
+#include <sys/mman.h>
+
+#define MiB (1024ull * 1024)
+
+static const char *pool;
+
+/* A child that mounts the pool itself (not one inherited by fork). */
+static pid_t spawn(int (*fn)(void *), void *arg)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		ft_npools = 0; /* the parent removes the pools */
+		_exit(fn(arg) ? 1 : 0);
+	}
+	return pid;
+}
+
+static int reap(pid_t pid)
+{
+	int st;
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* one byte through a pipe: the two processes' steps in order */
+static void step_send(int fd)
+{
+	char c = 1;
+	(void)!write(fd, &c, 1);
+}
+
+static int step_wait(int fd)
+{
+	char c;
+	return read(fd, &c, 1) == 1 ? 0 : -1;
+}
+
+static int write_all(ferrite_fs *fs, const char *path, uint64_t key, size_t len, int flags)
+{
+	char *buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	ft_fill(buf, len, key, 0);
+	int fd = ferrite_open(fs, path, O_WRONLY | O_CREAT | flags, 0644);
+	long long rc = fd;
+	if (fd >= 0) {
+		rc = ferrite_pwrite(fs, fd, buf, len, 0);
+		ferrite_close(fs, fd);
+	}
+	free(buf);
+	return rc == (long long)len ? 0 : rc < 0 ? (int)rc : -EIO;
+}
+
+static int read_check(ferrite_fs *fs, const char *path, uint64_t key, size_t len)
+{
+	char *buf = malloc(len + 1);
+	int fd = buf ? ferrite_open(fs, path, O_RDONLY, 0) : -ENOMEM;
+	long long n = fd;
+	if (fd >= 0) {
+		n = ferrite_pread(fs, fd, buf, len + 1, 0);
+		ferrite_close(fs, fd);
+	}
+	int ok = n == (long long)len && ft_verify(buf, len, key, 0) < 0;
+	if (!ok)
+		fprintf(stderr, "  %s: read %lld bytes, want %zu of key %llu\n", path, n, len,
+			(unsigned long long)key);
+	free(buf);
+	return ok ? 0 : -1;
+}
+
+/* ---- two mounts see each other at once ------------------------------------------ */
+
+struct pingpong {
+	int to_child[2], to_parent[2];
+};
+
+static int pingpong_child(void *arg)
+{
+	struct pingpong *pp = arg;
+	close(pp->to_child[1]);
+	close(pp->to_parent[0]);
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs))
+		return -1;
+	for (int i = 0; i < 50; i++) {
+		char a[64], b[64];
+		if (step_wait(pp->to_child[0]))
+			return -1;
+		snprintf(a, sizeof(a), "/pp/p%d", i);
+		snprintf(b, sizeof(b), "/pp/c%d", i);
+		/* the parent's file, grown across windows: every byte as written */
+		if (read_check(fs, a, (uint64_t)i, (size_t)(i + 1) * 64 * 1024))
+			return -1;
+		if (write_all(fs, b, 1000 + (uint64_t)i, (size_t)(i + 1) * 48 * 1024, 0))
+			return -1;
+		step_send(pp->to_parent[1]);
+	}
+	return ferrite_unmount(fs) ? -1 : 0;
+}
+
+static int c_pingpong(void)
+{
+	/* the child first: one that forks a mounted process inherits its mount */
+	struct pingpong pp;
+	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
+	pid_t pid = spawn(pingpong_child, &pp);
+	close(pp.to_child[0]);
+	close(pp.to_parent[1]);
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_OK(ferrite_mkdir(fs, "/pp", 0755));
+	for (int i = 0; i < 50; i++) {
+		char a[64], b[64];
+		snprintf(a, sizeof(a), "/pp/p%d", i);
+		snprintf(b, sizeof(b), "/pp/c%d", i);
+		FT_OK(write_all(fs, a, (uint64_t)i, (size_t)(i + 1) * 64 * 1024, 0));
+		step_send(pp.to_child[1]);
+		FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child gave up at step %d", i);
+		FT_RUN(read_check(fs, b, 1000 + (uint64_t)i, (size_t)(i + 1) * 48 * 1024));
+	}
+	FT_EQ(reap(pid), 0);
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
+/* ---- a forked child goes on with what it inherited --------------------------------- */
+
+static int c_fork_inherits(void)
+{
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	int fd = FT_OK(ferrite_open(fs, "/inherit", O_RDWR | O_CREAT | O_TRUNC, 0644));
+	FT_OK(write_all(fs, "/before", 7, 8192, 0));
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		ft_npools = 0;
+		/* the parent's descriptor and mount, 5 MiB through it (grows past
+		 * several windows, so pages move while the parent has them mapped) */
+		char *buf = malloc(5 * MiB);
+		ft_fill(buf, 5 * MiB, 42, 0);
+		int bad = ferrite_pwrite(fs, fd, buf, 5 * MiB, 0) != (ssize_t)(5 * MiB);
+		bad |= read_check(fs, "/before", 7, 8192) != 0;
+		bad |= write_all(fs, "/child", 43, 100000, 0) != 0;
+		_exit(bad);
+	}
+	FT_EQ(reap(pid), 0);
+	char *buf = malloc(5 * MiB + 1);
+	FT_EQ(ferrite_pread(fs, fd, buf, 5 * MiB + 1, 0), (long long)(5 * MiB));
+	FT_CHECK(ft_verify(buf, 5 * MiB, 42, 0) < 0, "the child's writes read back wrong");
+	free(buf);
+	FT_RUN(read_check(fs, "/child", 43, 100000));
+	/* the inherited descriptor counted once more while the child lived:
+	 * an unlinked file must be released when the parent closes it */
+	struct statvfs a, b;
+	FT_OK(ferrite_unlink(fs, "/inherit"));
+	FT_OK(ferrite_statvfs(fs, &a));
+	FT_OK(ferrite_close(fs, fd));
+	FT_OK(ferrite_statvfs(fs, &b));
+	FT_CHECK((b.f_bfree - a.f_bfree) * b.f_frsize >= 5 * MiB,
+		 "closing the unlinked 5 MiB file freed %lld bytes",
+		 (long long)((b.f_bfree - a.f_bfree) * b.f_frsize));
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
+/* ---- an unlinked file lives while any process holds it --------------------------- */
+
+#define ORPHAN_LEN (3 * 1024 * 1024)
+
+static int orphan_child(void *arg)
+{
+	struct pingpong *pp = arg;
+	close(pp->to_child[1]);
+	close(pp->to_parent[0]);
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs) || write_all(fs, "/orphan", 9, ORPHAN_LEN, 0))
+		return -1;
+	int fd = ferrite_open(fs, "/orphan", O_RDONLY, 0);
+	if (fd < 0)
+		return -1;
+	step_send(pp->to_parent[1]); /* the parent unlinks it now */
+	if (step_wait(pp->to_child[0]))
+		return -1;
+	char *buf = malloc(ORPHAN_LEN);
+	int bad = ferrite_pread(fs, fd, buf, ORPHAN_LEN, 0) != ORPHAN_LEN ||
+		  ft_verify(buf, ORPHAN_LEN, 9, 0) >= 0;
+	free(buf);
+	bad |= ferrite_close(fs, fd) != 0;
+	step_send(pp->to_parent[1]);
+	return bad | (ferrite_unmount(fs) != 0);
+}
+
+static int c_orphan_shared(void)
+{
+	struct pingpong pp;
+	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
+	pid_t pid = spawn(orphan_child, &pp);
+	close(pp.to_child[0]);
+	close(pp.to_parent[1]);
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to open");
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	struct statvfs mid, after;
+	FT_OK(ferrite_unlink(fs, "/orphan"));
+	/* the name is free again for a new file */
+	FT_OK(write_all(fs, "/orphan", 10, 5000, 0));
+	FT_OK(ferrite_statvfs(fs, &mid));
+	step_send(pp.to_child[1]);
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to read the unlinked file");
+	FT_EQ(reap(pid), 0);
+	FT_OK(ferrite_statvfs(fs, &after));
+	FT_CHECK((after.f_bfree - mid.f_bfree) * after.f_frsize >= ORPHAN_LEN,
+		 "the other process's last close freed %lld bytes",
+		 (long long)((after.f_bfree - mid.f_bfree) * after.f_frsize));
+	FT_RUN(read_check(fs, "/orphan", 10, 5000));
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
+/* ---- a check or a lone mount still needs the pool alone -------------------------- */
+
+static int c_alone(void)
+{
+	ferrite_fs *fs, *other;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_ERR(ferrite_fsck(pool, 1, NULL, NULL, NULL, NULL), EBUSY);
+	FT_ERR(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), EBUSY);
+	struct ferrite_mount_opts alone = {.mode = FERRITE_MOUNT_EXCLUSIVE};
+	FT_ERR(ferrite_mount(pool, &alone, &other), EBUSY);
+	FT_ERRMSG_ONE_LINE();
+	FT_OK(ferrite_unmount(fs));
+	FT_OK(ferrite_mount(pool, &alone, &fs));
+	pid_t pid = fork();
+	if (pid == 0) {
+		/* a process that did not inherit the mount: exec ourselves */
+		execl("/proc/self/exe", "multiproc_test", "--probe-busy", pool, (char *)NULL);
+		_exit(99);
+	}
+	FT_EQ(reap(pid), 0);
+	FT_OK(ferrite_unmount(fs));
+	return 0;
+}
+
+/* ---- many processes on one tree, one killed at random moments ---------------------- */
+
+#define WORKERS 4
+#define SLOTS	64
+
+/* What a worker acknowledged, in memory the parent reads after a kill:
+ * for each of its slots, the key of the file that must be there (0 none). */
+struct ack {
+	volatile uint64_t key[WORKERS][SLOTS];
+	volatile uint64_t pending[WORKERS][SLOTS]; /* a call on the slot is running */
+	volatile uint64_t ops[WORKERS];
+};
+
+static struct ack *acks;
+
+static size_t slot_len(uint64_t key)
+{
+	return 1 + (size_t)(ft_mix64(key) % (3 * 65536));
+}
+
+static int worker(void *arg)
+{
+	int w = (int)(intptr_t)arg;
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs)) {
+		fprintf(stderr, "worker %d: mount: %s\n", w, ferrite_errmsg());
+		return -1;
+	}
+	uint64_t seed = (uint64_t)getpid() * 7919 + (uint64_t)w;
+	for (;;) {
+		int s = (int)(ft_rand(&seed) % SLOTS);
+		char path[64], tmp[64];
+		snprintf(path, sizeof(path), "/w/%d-%d", w, s);
+		snprintf(tmp, sizeof(tmp), "/w/tmp-%d", w);
+		uint64_t key = ft_rand(&seed) | 1;
+		int op = (int)(ft_rand(&seed) % 4);
+		int rc = 0;
+		int changes = op == 0 || (op == 1 && acks->key[w][s]);
+		if (changes)
+			acks->pending[w][s] = key;
+		if (op == 0) { /* replace through a rename: old or new after a kill */
+			rc = write_all(fs, tmp, key, slot_len(key), O_TRUNC);
+			if (!rc)
+				rc = ferrite_rename(fs, tmp, path, 0);
+		} else if (op == 1 && acks->key[w][s]) {
+			rc = ferrite_unlink(fs, path);
+			key = 0;
+		} else if (op == 2 && acks->key[w][s] && !acks->pending[w][s]) {
+			rc = read_check(fs, path, acks->key[w][s], slot_len(acks->key[w][s]));
+		} else { /* a file of another worker's slot: read whatever is there */
+			char other[64];
+			snprintf(other, sizeof(other), "/w/%d-%d", (w + 1) % WORKERS, s);
+			struct stat st;
+			rc = ferrite_stat(fs, other, &st);
+			rc = rc == -ENOENT ? 0 : rc;
+		}
+		if (rc) {
+			fprintf(stderr, "worker %d: op %d on %s: %s (%s)\n", w, op, path,
+				ft_errname(rc), ferrite_errmsg());
+			return -1;
+		}
+		if (changes) {
+			acks->key[w][s] = key;
+			acks->pending[w][s] = 0;
+		}
+		acks->ops[w]++;
+	}
+}
+
+static int verify_tree(ferrite_fs *fs)
+{
+	int bad = 0;
+	for (int w = 0; w < WORKERS; w++)
+		for (int s = 0; s < SLOTS; s++) {
+			char path[64];
+			snprintf(path, sizeof(path), "/w/%d-%d", w, s);
+			uint64_t k = acks->key[w][s], p = acks->pending[w][s];
+			struct stat st;
+			int rc = ferrite_stat(fs, path, &st);
+			if (p) /* killed inside: the old state or the new one */
+				continue;
+			if (!k && rc != -ENOENT) {
+				fprintf(stderr, "  %s: present, but its unlink was acknowledged\n",
+					path);
+				bad = 1;
+			} else if (k && read_check(fs, path, k, slot_len(k))) {
+				bad = 1;
+			}
+		}
+	return bad ? -1 : 0;
+}
+
+static int c_kill_workers(void)
+{
+	int kills = getenv("FT_KILLS") ? atoi(getenv("FT_KILLS")) : 300;
+	acks = mmap(NULL, sizeof(*acks), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	FT_CHECK(acks != MAP_FAILED, "mmap");
+	memset((void *)acks, 0, sizeof(*acks));
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_OK(ferrite_mkdir(fs, "/w", 0755));
+	FT_OK(ferrite_unmount(fs));
+	pid_t pids[WORKERS];
+	for (int w = 0; w < WORKERS; w++)
+		pids[w] = spawn(worker, (void *)(intptr_t)w);
+	uint64_t seed = 12345;
+	for (int k = 0; k < kills; k++) {
+		/* 1-20 ms of work, then one worker dies wherever it is */
+		struct timespec ts = {0, 1000000 + (long)(ft_rand(&seed) % 19000000)};
+		nanosleep(&ts, NULL);
+		int w = (int)(ft_rand(&seed) % WORKERS);
+		for (int v = 0; v < WORKERS; v++) {
+			int st;
+			if (waitpid(pids[v], &st, WNOHANG) == pids[v])
+				FT_CHECK(0,
+					 "worker %d stopped by itself (status %#x) after %d kills",
+					 v, st, k);
+		}
+		kill(pids[w], SIGKILL);
+		FT_EQ(reap(pids[w]), 128 + SIGKILL);
+		/* what it was doing is over: the old state or the new one */
+		for (int s = 0; s < SLOTS; s++)
+			if (acks->pending[w][s]) { /* unknown until written again */
+				acks->key[w][s] = 0;
+				acks->pending[w][s] = 1;
+			}
+		pids[w] = spawn(worker, (void *)(intptr_t)w);
+	}
+	for (int w = 0; w < WORKERS; w++) {
+		kill(pids[w], SIGKILL);
+		reap(pids[w]);
+	}
+	uint64_t ops = 0;
+	for (int w = 0; w < WORKERS; w++)
+		ops += acks->ops[w];
+	printf("  %d kills, %llu operations acknowledged\n", kills, (unsigned long long)ops);
+	FT_CHECK(ops > (uint64_t)kills, "the workers made little progress: %llu operations",
+		 (unsigned long long)ops);
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_RUN(verify_tree(fs));
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	munmap((void *)acks, sizeof(*acks));
+	return 0;
+}
+
+static const struct ft_case cases[] = {
+    {"pingpong", c_pingpong, 0},	   {"fork_inherits", c_fork_inherits, 0},
+    {"orphan_shared", c_orphan_shared, 0}, {"alone", c_alone, 0},
+    {"kill_workers", c_kill_workers, 0},
+};
+
+static int before(const struct ft_case *c)
+{
+	(void)c;
+	struct ferrite_mkfs_opts o = {.size = 256 * MiB, .force = 1};
+	FT_OK(ferrite_mkfs(pool, &o));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 3 && strcmp(argv[1], "--probe-busy") == 0) {
+		ferrite_fs *fs;
+		int rc = ferrite_mount(argv[2], NULL, &fs);
+		if (rc != -EBUSY)
+			fprintf(stderr, "a shared mount of a pool held alone: %s\n",
+				ft_errname(rc));
+		return rc == -EBUSY ? 0 : 1;
+	}
+	pool = ft_pool_path("multiproc", "main");
+	return ft_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv, before, NULL);
+}
