@@ -1,23 +1,26 @@
 /*
  * core.c -- the shim's state: configuration, the lazily mounted pool, the
- * descriptor table (S1, S2 in shim.h), flock(2), and the fork rule.
+ * descriptor table (S1, S2 in shim.h), and the fork rule.
  *
  * Invariants: C1 the pool is mounted at most once per process image, on the
  *               first call that names a pool path (or restores descriptors
  *               after exec); a failed mount is reported once and its -errno is
  *               returned to every later pool call;
- *             C2 a forked child never enters the library: the pool's lock and
- *               mapping are shared with the parent, which keeps using them
- *               (docs/contracts.md#preload-fork);
+ *             C2 a forked child goes on with the pool it inherited: the
+ *               library lets the processes take turns (space/share.c), and
+ *               the child's first call counts what it inherited. A tiered
+ *               pool is held by one process: there a forked child never
+ *               enters the library (docs/contracts.md#preload-fork);
  *             C3 a placeholder descriptor is created before its table slot is
  *               filled and closed after the slot is emptied, so a number in
  *               the table always names a placeholder of ours;
  *             C4 every change of slot 0, 1 or 2 is told to stdio.c
  *               (sh_std_changed, after the table lock is released), which
  *               keeps stdin/stdout/stderr on a stream over the pool file.
- * Locking: sh_tab_lock (rwlock, table slots), mount_lock (mount), fl_lock
- *   (flock holders, with fl_cond for waiters). None is held across a call
- *   into the library except mount_lock during the mount itself.
+ * Locking: sh_tab_lock (rwlock, table slots), mount_lock (mount). Neither
+ *   is held across a call into the library except mount_lock during the
+ *   mount itself. Advisory locks are the library's (ferrite_fcntl_lock,
+ *   ferrite_flock), shared with every process that has the pool.
  */
 #include <fcntl.h>
 #include <limits.h>
@@ -33,6 +36,8 @@
 
 __thread int sh_depth __attribute__((tls_model("initial-exec")));
 int sh_forked;
+int sh_record_locks;   /* the process has set a record lock (io.c) */
+static int pool_alone; /* the mounted pool cannot be shared (a tiered pool) */
 struct sh_config sh_cfg;
 ferrite_fs *sh_the_fs;
 
@@ -118,6 +123,8 @@ ferrite_fs *sh_fs(int *err)
 		} else {
 			/* Absolute links to /pm/... lead back in; others out (sh_escaped). */
 			SH_CALL(ferrite_set_link_prefix(fs, sh_cfg.prefix));
+			struct ferrite_tier_info ti;
+			pool_alone = SH_CALL(ferrite_get_tier_info(fs, &ti)) == 0;
 			__atomic_store_n(&sh_the_fs, fs, __ATOMIC_RELEASE);
 		}
 	}
@@ -144,9 +151,9 @@ int sh_fork_denied(void)
 	static int told;
 	if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
 		fprintf(stderr,
-			"ferrite: process %d is a forked child of the process that holds the pool; "
-			"it cannot use files under %s (a pool belongs to one process: use "
-			"`ferrite mount POOL DIR` to share it)\n",
+			"ferrite: process %d is a forked child of the process that holds the "
+			"tiered pool; it cannot use files under %s (a tiered pool belongs to one "
+			"process: use `ferrite mount POOL DIR` to share it)\n",
 			(int)getpid(), sh_cfg.prefix);
 	return -EIO;
 }
@@ -191,7 +198,6 @@ void sh_file_put(struct sh_file *f)
 {
 	if (__atomic_sub_fetch(&f->refs, 1, __ATOMIC_ACQ_REL))
 		return;
-	sh_flock_release(f);
 	ferrite_fs *fs = sh_fs_if_mounted();
 	if (fs && !sh_forked) { /* C2 */
 		if (f->dir)
@@ -304,6 +310,12 @@ int sh_forget(int fd)
 	struct sh_file *f = *s;
 	__atomic_store_n(s, NULL, __ATOMIC_RELEASE);
 	pthread_rwlock_unlock(&sh_tab_lock);
+	/* POSIX: closing any descriptor of a file drops the process's record
+	 * locks on it; the last one's close does it in the library */
+	if (f && sh_record_locks && !sh_forked && __atomic_load_n(&f->refs, __ATOMIC_ACQUIRE) > 1) {
+		struct flock all = {.l_type = F_UNLCK, .l_whence = SEEK_SET};
+		SH_CALL(ferrite_fcntl_lock(sh_fs_if_mounted(), f->ffd, F_SETLK, &all));
+	}
 	if (f)
 		sh_file_put(f);
 	if (f && fd < 3)
@@ -325,84 +337,6 @@ void sh_for_each(void (*fn)(int fd, struct sh_file *f, void *arg), void *arg)
 	pthread_rwlock_unlock(&sh_tab_lock);
 }
 
-/* ---- flock(2): per open file description, in the shim ------------------------- *
- * The library has no notion of advisory whole-file locks; they only order the
- * process's own open files (the pool belongs to one process), so the shim
- * keeps them: a holder list and one condition variable. */
-
-static pthread_mutex_t fl_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t fl_cond = PTHREAD_COND_INITIALIZER;
-static struct sh_file **fl_holders;
-static size_t fl_n, fl_cap;
-
-static int fl_conflicts(struct sh_file *f, int type)
-{
-	for (size_t i = 0; i < fl_n; i++) {
-		struct sh_file *h = fl_holders[i];
-		if (h != f && h->ino == f->ino && (type == LOCK_EX || h->lock == LOCK_EX))
-			return 1;
-	}
-	return 0;
-}
-
-static void fl_drop(struct sh_file *f)
-{
-	for (size_t i = 0; i < fl_n; i++)
-		if (fl_holders[i] == f) {
-			fl_holders[i] = fl_holders[--fl_n];
-			f->lock = 0;
-			pthread_cond_broadcast(&fl_cond);
-			return;
-		}
-}
-
-int sh_flock(struct sh_file *f, int op)
-{
-	int nb = op & LOCK_NB, type = op & ~LOCK_NB;
-	if (type != LOCK_SH && type != LOCK_EX && type != LOCK_UN)
-		return -EINVAL;
-	pthread_mutex_lock(&fl_lock);
-	int rc = 0;
-	if (type == LOCK_UN) {
-		fl_drop(f);
-	} else if (f->lock != type) {
-		if (f->lock)
-			fl_drop(f); /* a conversion is not atomic on Linux either */
-		while (fl_conflicts(f, type)) {
-			if (nb) {
-				rc = -EWOULDBLOCK;
-				break;
-			}
-			pthread_cond_wait(&fl_cond, &fl_lock);
-		}
-		if (!rc && fl_n == fl_cap) {
-			size_t ncap = fl_cap ? fl_cap * 2 : 16;
-			struct sh_file **n = realloc(fl_holders, ncap * sizeof(*n));
-			if (n) {
-				fl_holders = n;
-				fl_cap = ncap;
-			} else {
-				rc = -ENOLCK;
-			}
-		}
-		if (!rc) {
-			fl_holders[fl_n++] = f;
-			f->lock = type;
-		}
-	}
-	pthread_mutex_unlock(&fl_lock);
-	return rc;
-}
-
-void sh_flock_release(struct sh_file *f)
-{
-	if (!__atomic_load_n(&f->lock, __ATOMIC_RELAXED))
-		return;
-	pthread_mutex_lock(&fl_lock);
-	fl_drop(f);
-	pthread_mutex_unlock(&fl_lock);
-}
-
 /* ---- fork and start-up ---------------------------------------------------------- */
 
 static void fork_prepare(void)
@@ -421,7 +355,7 @@ static void fork_child(void)
 	 * the child's one thread has another id: start the lock afresh. */
 	pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
 	memcpy(&sh_tab_lock, &fresh, sizeof(fresh));
-	if (sh_fs_if_mounted())
+	if (sh_fs_if_mounted() && pool_alone)
 		sh_forked = 1; /* C2 */
 }
 

@@ -13,9 +13,10 @@
  *               unlinked or renamed meanwhile, or the pool is not available)
  *               is closed there with a warning on stderr, never left to name
  *               another file;
- *             E3 a forked child that execs passes nothing: the pool belongs
- *               to its parent; inheritable pool descriptors are marked
- *               close-on-exec with a warning (C2 in core.c).
+ *             E3 a forked child passes its descriptors and working
+ *               directory as any process does; only one of a tiered pool's
+ *               holder (C2 in core.c) passes nothing: its inheritable pool
+ *               descriptors are marked close-on-exec with a warning.
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -118,13 +119,8 @@ static int env_has_shim(char *const envp[])
 	return 0;
 }
 
-struct prep {
-	char **env; /* NULL: use the caller's */
-	int memfd;
-};
-
 /* Builds the environment for the new image (E1, E3). */
-static void exec_prepare(char *const envp[], struct prep *pr)
+void sh_exec_prepare(char *const envp[], struct sh_prep *pr)
 {
 	pr->env = NULL;
 	pr->memfd = -1;
@@ -138,7 +134,7 @@ static void exec_prepare(char *const envp[], struct prep *pr)
 				"ferrite: %d open file(s) under %s are not passed to the new "
 				"program (%s)\n",
 				n, sh_cfg.prefix,
-				sh_forked ? "this forked child does not own the pool"
+				sh_forked ? "this forked child does not own the tiered pool"
 					  : "it runs without the ferrite shim");
 		return;
 	}
@@ -198,8 +194,9 @@ static void exec_prepare(char *const envp[], struct prep *pr)
 	pr->memfd = fd;
 }
 
-/* The exec failed: nothing changes (E1). */
-static void exec_abort(struct prep *pr)
+/* The exec failed, or the spawned child has its own copy: nothing changes
+ * here (E1). */
+void sh_exec_abort(struct sh_prep *pr)
 {
 	int e = errno;
 	if (pr->memfd >= 0)
@@ -215,32 +212,64 @@ static void exec_abort(struct prep *pr)
 	errno = e;
 }
 
-#define ENV(pr, envp) ((pr).env ? (char *const *)(pr).env : (envp))
-
 SH_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 {
-	struct prep pr;
-	exec_prepare(envp, &pr);
-	int rc = REAL(execve)(path, argv, ENV(pr, envp));
-	exec_abort(&pr);
+	struct sh_exe x;
+	int rc = sh_exe_resolve(path, argv, &x); /* a program in the pool (spawn.c) */
+	if (rc) {
+		errno = -rc;
+		return -1;
+	}
+	struct sh_prep pr;
+	sh_exec_prepare(envp, &pr);
+	rc = REAL(execve)(x.path, x.argv, SH_ENV(pr, envp));
+	sh_exec_abort(&pr);
+	sh_exe_done(&x);
 	return rc;
 }
 
+/* The PATH search of execvp, with pool directories in it. */
 SH_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	struct prep pr;
-	exec_prepare(envp, &pr);
-	int rc = REAL(execvpe)(file, argv, ENV(pr, envp));
-	exec_abort(&pr);
-	return rc;
+	if (sh_depth || !sh_fs_if_mounted() || strchr(file, '/') || !*file) {
+		if (strchr(file, '/'))
+			return execve(file, argv, envp);
+		struct sh_prep pr;
+		sh_exec_prepare(envp, &pr);
+		int rc = REAL(execvpe)(file, argv, SH_ENV(pr, envp));
+		sh_exec_abort(&pr);
+		return rc;
+	}
+	const char *path = getenv("PATH");
+	if (!path)
+		path = "/usr/local/bin:/bin:/usr/bin";
+	int err = ENOENT;
+	for (const char *d = path;; d++) {
+		const char *e = strchrnul(d, ':');
+		char cand[PATH_MAX];
+		int n = snprintf(cand, sizeof(cand), "%.*s%s%s", (int)(e - d), d, e > d ? "/" : "",
+				 file);
+		if (n > 0 && (size_t)n < sizeof(cand) && access(cand, X_OK) == 0) {
+			execve(cand, argv, envp);
+			if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
+				return -1;
+		}
+		if (errno == EACCES)
+			err = EACCES;
+		if (!*e)
+			break;
+		d = e;
+	}
+	errno = err;
+	return -1;
 }
 
 SH_EXPORT int fexecve(int fd, char *const argv[], char *const envp[])
 {
-	struct prep pr;
-	exec_prepare(envp, &pr);
-	int rc = REAL(fexecve)(fd, argv, ENV(pr, envp));
-	exec_abort(&pr);
+	struct sh_prep pr;
+	sh_exec_prepare(envp, &pr);
+	int rc = REAL(fexecve)(fd, argv, SH_ENV(pr, envp));
+	sh_exec_abort(&pr);
 	return rc;
 }
 

@@ -6,10 +6,10 @@
  * Each call on a descriptor of ours (S2) becomes one library call on its
  * ferrite descriptor; any other descriptor goes to libc untouched.
  *
- * Invariants: I1 record locks (F_SETLK and friends) only order the threads
- *               of one process, and the pool belongs to one process: they are
- *               validated and granted, and F_GETLK reports F_UNLCK (open file
- *               description locks included: a documented deviation);
+ * Invariants: I1 record, open file description and flock locks are the
+ *               library's, seen by every process that has the pool; closing
+ *               any descriptor of a file drops the process's record locks on
+ *               it (core.c sh_forget, and the library at the last one);
  *             I2 the library keeps mapped pages where they are through a
  *               truncate or a punch (M3, M4 in src/fs/mmap.c); a call that
  *               grows a mapped file maps the new pages (ferrite_mmap_refresh).
@@ -686,31 +686,11 @@ SH_EXPORT int dup3(int oldfd, int newfd, int flags)
 	return do_dup3(oldfd, newfd, flags, 0);
 }
 
-static int check_lock(struct sh_file *f, int cmd, struct flock *fl)
+static int lock_call(struct sh_file *f, int cmd, struct flock *fl)
 {
-	if (!fl)
-		return -EFAULT;
-	if (fl->l_type != F_RDLCK && fl->l_type != F_WRLCK && fl->l_type != F_UNLCK)
-		return -EINVAL;
-	if (fl->l_whence != SEEK_SET && fl->l_whence != SEEK_CUR && fl->l_whence != SEEK_END)
-		return -EINVAL;
-	int ofd = cmd == F_OFD_GETLK || cmd == F_OFD_SETLK || cmd == F_OFD_SETLKW;
-	if (ofd && fl->l_pid != 0)
-		return -EINVAL;
-	if (cmd == F_GETLK || cmd == F_OFD_GETLK) {
-		fl->l_type = F_UNLCK; /* I1 */
-		return 0;
-	}
-	int fl_acc = SH_CALL(ferrite_getfl(FS, f->ffd));
-	if (fl_acc < 0)
-		return fl_acc;
-	if (fl_acc & O_PATH)
-		return -EBADF;
-	int acc = fl_acc & O_ACCMODE;
-	if ((fl->l_type == F_RDLCK && acc == O_WRONLY) ||
-	    (fl->l_type == F_WRLCK && acc == O_RDONLY))
-		return -EBADF;
-	return 0;
+	if (cmd == F_SETLK || cmd == F_SETLKW)
+		__atomic_store_n(&sh_record_locks, 1, __ATOMIC_RELAXED);
+	return SH_CALL(ferrite_fcntl_lock(FS, f->ffd, cmd, fl));
 }
 
 static int do_fcntl(int fd, struct sh_file *f, int cmd, void *arg)
@@ -739,7 +719,7 @@ static int do_fcntl(int fd, struct sh_file *f, int cmd, void *arg)
 	case F_OFD_GETLK:
 	case F_OFD_SETLK:
 	case F_OFD_SETLKW:
-		return check_lock(f, cmd, arg);
+		return lock_call(f, cmd, arg);
 	case F_GETOWN:
 	case F_SETOWN:
 	case F_GETSIG:
@@ -786,7 +766,7 @@ static int do_flock(struct sh_file *f, int op)
 	int fl = SH_CALL(ferrite_getfl(FS, f->ffd));
 	if (fl < 0)
 		return fl;
-	return fl & O_PATH ? -EBADF : sh_flock(f, op);
+	return fl & O_PATH ? -EBADF : SH_CALL(ferrite_flock(FS, f->ffd, op));
 }
 
 SH_EXPORT int flock(int fd, int op)

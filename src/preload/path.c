@@ -12,7 +12,10 @@
  *               working directory is left where it was (relative kernel paths
  *               are then made absolute by the shim);
  *             W2 kcwd caches the kernel's working directory; it is refreshed
- *               by every chdir/fchdir that goes to the kernel.
+ *               by every chdir/fchdir that goes to the kernel;
+ *             W3 while the working directory is inside the prefix, the
+ *               kernel's is a removed directory (park_kernel_cwd); kcwd still
+ *               names the one it left, for relative paths after leaving.
  * Locking: cwd_lock guards cwd_file and kcwd.
  * Limits: ".." is resolved lexically (a symlink followed by ".." is not what
  *   the kernel would do); kernel symlinks that point into the prefix are not
@@ -223,6 +226,21 @@ int sh_cwd_path(char *buf, size_t cap)
 	return in;
 }
 
+/* W3: the kernel's working directory while the shim's is in the pool: a
+ * directory that no longer exists, so a program that bypasses the shim
+ * (static, raw system calls, started without it) finds nothing relative
+ * there and cannot create anything, instead of acting on the host directory
+ * the process started in. Best effort: where /tmp is not writable the
+ * kernel's stays where it was. */
+static void park_kernel_cwd(void)
+{
+	char dir[] = "/tmp/ferrite-cwd-XXXXXX";
+	if (!mkdtemp(dir))
+		return;
+	(void)!REAL(chdir)(dir);
+	REAL(rmdir)(dir);
+}
+
 /* Takes over ffd (>= 0) as the working directory; ffd < 0 leaves the prefix. */
 int sh_cwd_set(int ffd, const char *pool_path)
 {
@@ -238,6 +256,8 @@ int sh_cwd_set(int ffd, const char *pool_path)
 	struct sh_file *old = cwd_file;
 	cwd_file = f;
 	pthread_mutex_unlock(&cwd_lock);
+	if (f && !old)
+		park_kernel_cwd();
 	if (old)
 		sh_file_put(old);
 	return 0;

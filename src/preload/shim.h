@@ -18,9 +18,9 @@
  *             S2 sh_fd_table[n] != NULL iff kernel descriptor n is such a
  *               placeholder; it points to the open file description
  *               (struct sh_file) all descriptors dup'ed from it share;
- *             S3 calls the library makes (sh_depth > 0 on that thread) and
- *               calls in a forked child of the pool's owner never enter the
- *               library through the shim again.
+ *             S3 calls the library makes (sh_depth > 0 on that thread), and
+ *               calls in a forked child of a tiered pool's holder, never
+ *               enter the library through the shim again.
  * Locking: sh_tab_lock (rwlock) guards the table; an sh_file is reference
  *   counted (table slots + calls in flight) and closes its ferrite descriptor
  *   at the last reference.
@@ -51,10 +51,37 @@ void *sh_next(const char *name);
 		p_;                                                                                \
 	})
 
+/* ---- exec and spawn (exec.c, spawn.c) ----------------------------------- */
+
+/* The environment a new program gets: the caller's plus the state of open
+ * pool descriptors and the working directory (exec.c). */
+struct sh_prep {
+	char **env; /* NULL: use the caller's */
+	int memfd;
+};
+void sh_exec_prepare(char *const envp[], struct sh_prep *pr);
+void sh_exec_abort(struct sh_prep *pr);
+#define SH_ENV(pr, envp) ((pr).env ? (char *const *)(pr).env : (envp))
+
+/* What the kernel can execute for path (spawn.c): a pool file is copied to
+ * a sealed memfd (ELF) or run by its #! interpreter; anything else is left
+ * as it is. */
+struct sh_exe {
+	const char *path;  /* for the kernel */
+	char *const *argv; /* argv, or a new one for a script */
+	char **own_argv;   /* allocated here */
+	char buf[PATH_MAX + 32];
+	int memfd;
+};
+/* 0, or -errno (the exec fails with it). */
+int sh_exe_resolve(const char *path, char *const argv[], struct sh_exe *x);
+void sh_exe_done(struct sh_exe *x);
+
 /* ---- state (core.c) ------------------------------------------------------ */
 
 extern __thread int sh_depth; /* S3: > 0 while inside the library */
-extern int sh_forked;	      /* this process is a forked child of the owner */
+extern int sh_forked;	      /* a forked child of a tiered pool's holder (C2) */
+extern int sh_record_locks;   /* the process has set a record lock */
 
 /* Configuration from the environment (FERRITE_PREFIX, FERRITE_POOL). */
 struct sh_config {
@@ -97,12 +124,11 @@ static inline long sh_ret(long rc)
 struct sh_file {
 	int ffd;	   /* ferrite descriptor */
 	int refs;	   /* table slots + calls in flight (atomic) */
-	uint64_t ino;	   /* for flock and exec */
+	uint64_t ino;	   /* for exec */
 	int oflags;	   /* flags it was opened with */
 	char *path;	   /* pool path at open (exec, fchdir, getcwd); may be NULL */
 	void *dir;	   /* ferrite_dir for getdents64, lazily */
 	unsigned dir_dots; /* getdents64: "." and ".." seen (util/entname.h) */
-	int lock;	   /* flock held: 0, LOCK_SH or LOCK_EX (under the flock mutex) */
 	uint64_t exec_id;  /* exec.c: groups descriptors of one description */
 };
 
@@ -170,8 +196,6 @@ void sh_std_changed(int fd);
 /* Flushes the stream fd's standard stream writes to, before fd is replaced. */
 void sh_std_flush(int fd);
 
-int sh_flock(struct sh_file *f, int op);
-void sh_flock_release(struct sh_file *f);
 int sh_is_our_dir(void *dirp);
 void sh_exec_restore(void);
 int sh_mm_active(void);
