@@ -231,6 +231,89 @@ static int c_orphan_shared(void)
 	return 0;
 }
 
+/* ---- advisory locks between processes --------------------------------------------- */
+
+static int locks_child(void *arg)
+{
+	struct pingpong *pp = arg;
+	close(pp->to_child[1]);
+	close(pp->to_parent[0]);
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs))
+		return 10;
+	int fd = ferrite_open(fs, "/locked", O_RDWR, 0);
+	if (fd < 0)
+		return 11;
+	/* 1: the parent holds a write lock on [0, 100) and a flock */
+	if (step_wait(pp->to_child[0]))
+		return 12;
+	struct flock fl = {.l_type = F_RDLCK, .l_whence = SEEK_SET, .l_start = 50, .l_len = 10};
+	if (ferrite_fcntl_lock(fs, fd, F_SETLK, &fl) != -EAGAIN)
+		return 13;
+	fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 1};
+	if (ferrite_fcntl_lock(fs, fd, F_GETLK, &fl) || fl.l_type != F_WRLCK || fl.l_start != 0 ||
+	    fl.l_len != 100 || fl.l_pid != getppid())
+		return 14;
+	fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 100, .l_len = 10};
+	if (ferrite_fcntl_lock(fs, fd, F_SETLK, &fl)) /* beside it: free */
+		return 15;
+	if (ferrite_flock(fs, fd, LOCK_SH | LOCK_NB) != -EWOULDBLOCK)
+		return 16;
+	step_send(pp->to_parent[1]);
+	/* 2: waits until the parent's close drops its record lock */
+	fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100};
+	if (ferrite_fcntl_lock(fs, fd, F_SETLKW, &fl))
+		return 17;
+	if (ferrite_flock(fs, fd, LOCK_EX)) /* and the flock, once its description closed */
+		return 18;
+	step_send(pp->to_parent[1]);
+	/* 3: dies holding both; the parent must get them */
+	if (step_wait(pp->to_child[0]))
+		return 19;
+	_exit(0);
+}
+
+static int c_locks(void)
+{
+	struct pingpong pp;
+	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
+	ferrite_fs *fs;
+	{ /* the file exists before the child opens it */
+		FT_OK(ferrite_mount(pool, NULL, &fs));
+		FT_OK(write_all(fs, "/locked", 3, 4096, 0));
+		FT_OK(ferrite_unmount(fs));
+	}
+	pid_t pid = spawn(locks_child, &pp);
+	close(pp.to_child[0]);
+	close(pp.to_parent[1]);
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	int fd = FT_OK(ferrite_open(fs, "/locked", O_RDWR, 0));
+	int fd2 = FT_OK(ferrite_open(fs, "/locked", O_RDONLY, 0));
+	struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100};
+	FT_OK(ferrite_fcntl_lock(fs, fd, F_SETLK, &fl));
+	FT_OK(ferrite_flock(fs, fd, LOCK_EX | LOCK_NB));
+	step_send(pp.to_child[1]);
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child: step 1 failed (status %d)", reap(pid));
+	/* POSIX: closing another descriptor of the file drops the record lock;
+	 * the flock goes with the last descriptor of its description */
+	FT_OK(ferrite_close(fs, fd2));
+	FT_OK(ferrite_close(fs, fd));
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child: step 2 failed (status %d)", reap(pid));
+	fd = FT_OK(ferrite_open(fs, "/locked", O_RDWR, 0));
+	fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100};
+	FT_EQ(ferrite_fcntl_lock(fs, fd, F_SETLK, &fl), -EAGAIN);
+	FT_EQ(ferrite_flock(fs, fd, LOCK_EX | LOCK_NB), -EWOULDBLOCK);
+	step_send(pp.to_child[1]);
+	FT_EQ(reap(pid), 0);
+	/* the child is gone: its locks are given back when the wait finds it so */
+	fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100};
+	FT_OK(ferrite_fcntl_lock(fs, fd, F_SETLKW, &fl));
+	FT_OK(ferrite_flock(fs, fd, LOCK_EX));
+	FT_OK(ferrite_close(fs, fd));
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
 /* ---- a check or a lone mount still needs the pool alone -------------------------- */
 
 static int c_alone(void)
@@ -401,8 +484,11 @@ static int c_kill_workers(void)
 }
 
 static const struct ft_case cases[] = {
-    {"pingpong", c_pingpong, 0},	   {"fork_inherits", c_fork_inherits, 0},
-    {"orphan_shared", c_orphan_shared, 0}, {"alone", c_alone, 0},
+    {"pingpong", c_pingpong, 0},
+    {"fork_inherits", c_fork_inherits, 0},
+    {"orphan_shared", c_orphan_shared, 0},
+    {"locks", c_locks, 0},
+    {"alone", c_alone, 0},
     {"kill_workers", c_kill_workers, 0},
 };
 
