@@ -77,17 +77,21 @@ void vn_map_add(ferrite_fs *fs, struct vnode *vn, int delta)
 }
 
 /* A forked child's first call: what it inherited is held by one process
- * more (the child has the parent's vnodes and mappings). */
+ * more (its vnodes; mappings are MADV_DONTFORK, so it has none of those). */
 void vn_count_inherited(ferrite_fs *fs)
 {
 	pthread_mutex_lock(&fs->vn_lock);
 	for (uint64_t s = 0; s < fs->vn_cap; s++)
-		for (struct vnode *v = fs->vn_hash[s]; v; v = v->next) {
+		for (struct vnode *v = fs->vn_hash[s]; v; v = v->next)
 			share_ino_add(fs->m.pool.share, v->ino, SHARE_OPENS, 1);
-			if (__atomic_load_n(&v->mmaps, __ATOMIC_ACQUIRE) > 0)
-				share_ino_add(fs->m.pool.share, v->ino, SHARE_MAPS, 1);
-		}
 	pthread_mutex_unlock(&fs->vn_lock);
+}
+
+static __thread int vn_failed; /* why the thread's last vn_get gave NULL */
+
+int vn_get_error(void)
+{
+	return vn_failed;
 }
 
 /* Takes a reference on ino; the caller holds the inode's lock (F1). */
@@ -96,10 +100,10 @@ struct vnode *vn_get(ferrite_fs *fs, uint64_t ino, uint64_t gen)
 	pthread_mutex_lock(&fs->vn_lock);
 	struct vnode *v = vn_find(fs, ino);
 	if (!v) {
-		v = share_ino_add(fs->m.pool.share, ino, SHARE_OPENS, 1) < 0
-			? NULL
-			: calloc(1, sizeof(*v));
-		if (!v)
+		int held = share_ino_add(fs->m.pool.share, ino, SHARE_OPENS, 1);
+		v = held < 0 ? NULL : calloc(1, sizeof(*v));
+		vn_failed = held < 0 ? held : -ENOMEM;
+		if (!v && held >= 0)
 			share_ino_add(fs->m.pool.share, ino, SHARE_OPENS, -1);
 		if (v) {
 			v->ino = ino;
@@ -190,11 +194,12 @@ static int fs_open_ino(ferrite_fs *fs, uint64_t ino, int flags)
 	pthread_rwlock_rdlock(lk);
 	struct fr_inode *ip = ino_ptr(fs, ino);
 	struct vnode *vn = NULL;
-	if (ino_valid(fs, ino) && ip->i_nlink > 0)
+	int live = ino_valid(fs, ino) && ip->i_nlink > 0;
+	if (live)
 		vn = vn_get(fs, ino, ip->i_generation);
 	pthread_rwlock_unlock(lk);
-	if (!vn)
-		return -ENOENT;
+	if (!vn) /* -ENFILE, -EUSERS: too many for the processes' table */
+		return live ? vn_get_error() : -ENOENT;
 	struct ofile *of = calloc(1, sizeof(*of));
 	if (!of) {
 		vn_put(fs, vn);

@@ -288,6 +288,9 @@ void op_end(ferrite_fs *fs, struct log_ctx *lc);
 
 /* vnodes (file.c) */
 struct vnode *vn_get(ferrite_fs *fs, uint64_t ino, uint64_t gen);
+/* Why the calling thread's last vn_get returned NULL (-ENOMEM, -ENFILE,
+ * -EUSERS). */
+int vn_get_error(void);
 void vn_map_add(ferrite_fs *fs, struct vnode *vn, int delta);
 void vn_count_inherited(ferrite_fs *fs);
 void vn_put(ferrite_fs *fs, struct vnode *vn);

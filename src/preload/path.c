@@ -5,7 +5,9 @@
  * A path is the pool's when, made absolute and normalised lexically, it is
  * the prefix or lies below it: "/pm", "/pm/", "//pm/x" are, "/pm/../x" and
  * "/pmx" are not. Relative paths are resolved against the shim's working
- * directory when that is inside the prefix, else against the kernel's.
+ * directory when that is inside the prefix, else against the kernel's; one
+ * relative to a kernel directory descriptor is the pool's when it leads
+ * into the prefix from there (a descriptor of "/" and "pm/x").
  *
  * Invariants: W1 when the working directory is inside the prefix, cwd_file
  *               holds a ferrite O_PATH descriptor of it and the kernel's own
@@ -138,6 +140,45 @@ static int join(char *out, size_t cap, const char *dir, const char *rel)
 	return n < 0 || (size_t)n >= cap ? -ENAMETOOLONG : 0;
 }
 
+/* Could path, relative to a directory above the prefix, lead into it? Only
+ * through the prefix's last name, or through "..". */
+static int may_reach_prefix(const char *path)
+{
+	if (has_dotdot(path))
+		return 1;
+	const char *base = strrchr(sh_cfg.prefix, '/') + 1;
+	size_t blen = strlen(base);
+	for (const char *c = path; *c;) {
+		const char *e = strchrnul(c, '/');
+		if ((size_t)(e - c) == blen && !memcmp(c, base, blen))
+			return 1;
+		c = *e ? e + 1 : e;
+	}
+	return 0;
+}
+
+/* A path relative to a kernel directory descriptor: the pool's if the
+ * directory lies above the prefix and the path leads into it ("pm/x" from a
+ * descriptor of "/", as rsync and find walk); else the kernel's, unchanged. */
+static int kernel_dirfd(int dirfd, const char **pathp, struct sh_target *t)
+{
+	const char *path = *pathp;
+	if (!*path || !may_reach_prefix(path))
+		return 0;
+	char link[64], dir[PATH_MAX], abs[PATH_MAX];
+	snprintf(link, sizeof(link), "/proc/self/fd/%d", dirfd);
+	ssize_t n = REAL(readlink)(link, dir, sizeof(dir) - 1);
+	if (n <= 0 || dir[0] != '/')
+		return 0;
+	dir[n] = 0;
+	if (join(abs, sizeof(abs), dir, path))
+		return 0;
+	int rc = classify_abs(abs, pathp, t, 1);
+	if (rc == 0)
+		*pathp = path; /* the kernel resolves it from the descriptor */
+	return rc;
+}
+
 int sh_classify(int dirfd, const char **pathp, int empty_ok, struct sh_target *t)
 {
 	const char *path = *pathp;
@@ -151,12 +192,13 @@ int sh_classify(int dirfd, const char **pathp, int empty_ok, struct sh_target *t
 		return 0; /* the kernel says ENAMETOOLONG */
 	if (dirfd != AT_FDCWD) {
 		struct sh_file *f = sh_file_get(dirfd);
-		if (!f)
-			return 0;
-		t->dirfd = f->ffd;
-		t->held = f;
-		strcpy(t->path, path);
-		return 1;
+		if (f) {
+			t->dirfd = f->ffd;
+			t->held = f;
+			strcpy(t->path, path);
+			return 1;
+		}
+		return kernel_dirfd(dirfd, pathp, t);
 	}
 	char buf[PATH_MAX], abs[PATH_MAX];
 	struct sh_file *cwd = cwd_get(buf);

@@ -417,7 +417,7 @@ int pool_open(struct pool *p, const char *path, int flags)
 		close(fd);
 		return fr_err(-EBUSY,
 			      "%s: pool is in use by %s "
-			      "(use `ferrite mount` to share one pool between processes)",
+			      "(a check, mkfs, tune, `ferrite mount` and tiered pools need it alone)",
 			      path, who);
 	}
 	p->fd = fd;

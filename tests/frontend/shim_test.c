@@ -347,38 +347,52 @@ static void case_exec_child(int argc, char **argv)
 	CHECK(stat("/pm/ex", &st) == 0 && st.st_size == 10);
 }
 
+/* A forked child goes on with the pool: its inherited descriptor, new
+ * opens, its own writes seen by the parent; a forked child that execs finds
+ * its descriptors and working directory again (docs/contracts.md#preload-fork). */
 static void case_fork(void)
 {
 	int fd = open("/pm/fk", O_RDWR | O_CREAT, 0644);
 	CHECK(fd >= 0 && write(fd, "parent", 6) == 6);
+	CHECK(mkdir("/pm/fkdir", 0755) == 0 && chdir("/pm/fkdir") == 0);
 	pid_t pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
 		char c;
-		int ok = read(fd, &c, 1) == -1 && errno == EIO;
-		ok = ok && open("/pm/fk", O_RDONLY) == -1 && errno == EIO;
-		ok = ok && write(fd, "x", 1) == -1 && errno == EIO;
-		ok = ok && close(fd) == 0; /* closing is always allowed */
+		int ok = pread(fd, &c, 1, 0) == 1 && c == 'p';
+		int fd2 = open("/pm/fk", O_RDWR);
+		ok = ok && fd2 >= 0 && pwrite(fd2, "CHILD", 5, 6) == 5 && close(fd2) == 0;
+		ok = ok && close(fd) == 0;
+		int rel = open("made-by-child", O_WRONLY | O_CREAT, 0644); /* in /pm/fkdir */
+		ok = ok && rel >= 0 && close(rel) == 0;
 		_exit(ok ? 0 : 1);
 	}
 	int status;
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
-	char buf[8] = {0};
-	CHECK(pread(fd, buf, 6, 0) == 6 && !memcmp(buf, "parent", 6));
-	CHECK(write(fd, "!", 1) == 1 && close(fd) == 0);
-	/* A forked child that execs gets a fresh shim: the pool is busy. */
+	char buf[16] = {0};
+	CHECK(pread(fd, buf, 11, 0) == 11 && !memcmp(buf, "parentCHILD", 11));
+	struct stat st;
+	CHECK(stat("/pm/fkdir/made-by-child", &st) == 0);
+	/* A forked child that execs: the descriptor and the directory follow. */
+	CHECK(lseek(fd, 2, SEEK_SET) == 2);
+	char num[16];
+	snprintf(num, sizeof(num), "%d", fd);
 	pid = fork();
 	CHECK(pid >= 0);
 	if (pid == 0) {
-		execl(prog, prog, "busy_child", (char *)NULL);
+		execl(prog, prog, "fork_exec_child", num, (char *)NULL);
 		_exit(3);
 	}
 	CHECK(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(close(fd) == 0 && chdir("/") == 0);
 }
 
-static void case_busy_child(void)
+static void case_fork_exec_child(int fd)
 {
-	CHECK(open("/pm/fk", O_RDONLY) == -1 && errno == EBUSY);
+	char buf[8] = {0}, cwd[PATH_MAX];
+	CHECK(read(fd, buf, 4) == 4 && !memcmp(buf, "rent", 4));
+	CHECK(getcwd(cwd, sizeof(cwd)) && !strcmp(cwd, "/pm/fkdir"));
+	CHECK(access("made-by-child", F_OK) == 0);
 }
 
 #define MMAP_LEN (3 * 4096)
@@ -419,7 +433,7 @@ static void case_mmap_write(void)
 	b[(1 << 20) - 1] = 'B';
 	CHECK(ftruncate(big, 1 << 20) == 0 && b[(1 << 20) - 1] == 'B');
 	CHECK(ftruncate(big, 3 << 20) == 0 && b[(3 << 20) - 1] == 0); /* back again */
-	CHECK(ftruncate(big, 4096) == 0 && b[4095] == 0); /* small, and still mapped */
+	CHECK(ftruncate(big, 4096) == 0 && b[4095] == 0);	      /* small, and still mapped */
 	b[100] = 'S';
 	char s;
 	CHECK(pread(big, &s, 1, 100) == 1 && s == 'S');
@@ -501,8 +515,8 @@ int main(int argc, char **argv)
 		printf("%s exec (in the new image)\n", failures ? "FAIL" : "ok  ");
 		return failures ? 1 : 0;
 	}
-	if (!strcmp(argv[1], "busy_child")) {
-		case_busy_child();
+	if (!strcmp(argv[1], "fork_exec_child") && argc == 3) {
+		case_fork_exec_child(atoi(argv[2]));
 		return failures ? 1 : 0;
 	}
 	for (int a = 1; a < argc; a++) {

@@ -3,9 +3,9 @@
 # One MODE decides how a program reaches the file system under test:
 #   native  a plain directory on tmpfs, no ferrite at all (develops and debugs the
 #           scripts themselves; every check must pass here)
-#   shim    `ferrite run --pool POOL --prefix /pm -- CMD`: one process sees the pool
-#           under /pm (a forked child cannot, so programs are run directly, never via
-#           `sh -c`, and fio uses --thread)
+#   shim    `ferrite run --pool POOL --prefix /pm -- CMD`: the program and its
+#           children see the pool under /pm (on a tiered pool only the one process:
+#           programs are run directly there, and fio uses --thread)
 #   fuse    `ferrite mount POOL DIR`: any process uses DIR
 #
 # After mode_setup, scripts use:

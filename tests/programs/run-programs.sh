@@ -11,8 +11,8 @@
 #   sqlite    100 000 rows in one transaction, an update/delete transaction and an
 #             index, with the rollback journal, WAL (locking_mode=EXCLUSIVE) and WAL
 #             with mmap reads: integrity_check = ok and the row count and sum, in the
-#             writing process and again after a reopen. fuse/native also: four
-#             sqlite3 processes write one database at once (shared locking)
+#             writing process and again after a reopen. Also (not shim on a
+#             tiered pool): four sqlite3 processes write one database at once
 #   rocksdb   db_bench fillrandom, overwrite, readrandom, verifychecksum (four
 #             processes, one database), then `ldb checkconsistency` = OK
 #   fio       4 KiB random writes with crc32c verify, then a second process verifies
@@ -28,8 +28,9 @@
 #             output onto pool files: sort -o, uniq IN OUT, bash builtins
 #   archivers zip -r / unzip -t / unzip of the tree, gzip and xz -T2 of a 3 MiB
 #             file, all in the pool; compared with the originals
-#   git       fuse/native: clone, fsck, commit, gc, fsck; shim: init, add, commit,
-#             fsck (git commands that do not fork); the last commit reads back
+#   git       clone, fsck, commit, gc, fsck; shim on a tiered pool (one process):
+#             init, add, commit, fsck (git commands that do not fork); the last
+#             commit reads back
 #   build     fuse/native, not --quick: cmake + gcc build the ferrite command from a
 #             copy of the sources in the pool, then run it from there
 # At the end everything is removed: free space must be back near its start (32 MiB:
@@ -459,7 +460,7 @@ git_cmd=(git -c gc.auto=0 -c maintenance.auto=false -c core.commitGraph=false
 	-c core.fsync=all -c init.defaultBranch=main)
 t_git() {
 	local repo=$D/repo out=$WORK/git.out x
-	if [ "$mode" = shim ]; then
+	if [ "$mode" = shim ] && [ -n "${PROG_TIER:-}" ]; then
 		[ -d "$WORK/tree" ] || make_tree
 		inpool "${git_cmd[@]}" init -q "$repo" >"$out" 2>&1 || { show "$out"; why="git init failed"; return 1; }
 		inpool cp -a "$WORK/tree/." "$repo/" || { why="cp -a into the repository failed"; return 1; }
@@ -475,7 +476,7 @@ t_git() {
 	inpool cp "$WORK/git-extra" "$repo/extra-file" || { why="cp failed"; return 1; }
 	try "$out" "git add" "${git_cmd[@]}" -C "$repo" add extra-file || return 1
 	try "$out" "git commit" "${git_cmd[@]}" -C "$repo" commit -q -m "written in the pool" || return 1
-	if [ "$mode" != shim ]; then
+	if [ "$mode" != shim ] || [ -z "${PROG_TIER:-}" ]; then
 		try "$out" "git gc" "${git_cmd[@]}" -C "$repo" gc -q --prune=now || return 1
 		try "$out" "git fsck after gc" "${git_cmd[@]}" -C "$repo" fsck --full --strict --no-progress || return 1
 	fi
@@ -553,12 +554,12 @@ wants coreutils && run "stdout onto pool files: sort -o, uniq IN OUT, shell redi
 if wants archivers && command -v zip >/dev/null && command -v unzip >/dev/null && command -v xz >/dev/null; then
 	run "zip/unzip/gzip/xz archives in the pool" t_archivers
 fi
-if wants sqlite && [ "$mode" != shim ]; then
+if wants sqlite && { [ "$mode" != shim ] || [ -z "${PROG_TIER:-}" ]; }; then
 	run "sqlite3 4 concurrent writer processes, shared locking" t_sqlite_conc
 fi
 if wants git && command -v git >/dev/null; then
-	if [ "$mode" = shim ]; then
-		run "git init/add/commit/fsck/log (no forks: shim)" t_git
+	if [ "$mode" = shim ] && [ -n "${PROG_TIER:-}" ]; then
+		run "git init/add/commit/fsck/log (no forks: a tiered pool under the shim)" t_git
 	else
 		run "git clone/fsck/commit/gc/fsck" t_git
 	fi
