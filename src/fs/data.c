@@ -838,6 +838,13 @@ int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len, int mapped)
 			pm_fence();
 			publish_size(ip, len, T_MTIME | T_CTIME);
 		}
+	} else if (len < size && (mapped & DP_MAPPED_ELSEWHERE)) {
+		/* another process maps it and its mapping cannot be cut from
+		 * here: the pages stay, past the size, as zeros (a later growth
+		 * shows them so, and the file's release frees them) */
+		publish_size(ip, len, T_MTIME | T_CTIME); /* COMMIT POINT: truncation */
+		rc = zero_backed(fs, ip, len, size);
+		pm_fence();
 	} else if (len < size) {
 		publish_size(ip, len, T_MTIME | T_CTIME); /* COMMIT POINT: truncation */
 		rc = shrink_storage(fs, ip, len, mapped);

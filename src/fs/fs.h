@@ -239,6 +239,11 @@ ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovc
 /* mapped: the file has mappings (mmap.c), whose pages must stay where they
  * are: its partition stays large, a punch stores zeros in place, and a
  * shrink zeroes the rest of the last page. */
+/* mapped: DP_MAPPED if a mapping of this process shows the file (its pages
+ * keep their offsets), plus DP_MAPPED_ELSEWHERE if another process's does
+ * (nothing is released: the pages past the new size are zeroed). */
+#define DP_MAPPED	    1
+#define DP_MAPPED_ELSEWHERE 2
 int dp_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len, int mapped);
 int dp_fallocate(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len, int mapped);
 /* Inside a transaction: makes the partition hold [0, size) and backs pages

@@ -63,6 +63,8 @@ static struct mm_map *mm_head;
 
 int mm_lock_if_unmapped(ferrite_fs *fs)
 {
+	if (share_any_maps(fs->m.pool.share)) /* another process's pages stay put */
+		return 0;
 	pthread_mutex_lock(&mm_lock);
 	for (struct mm_map *m = mm_head; m; m = m->next)
 		if (m->fs == fs) {
@@ -455,9 +457,12 @@ int pmfs_mmap_shrink(ferrite_fs *fs, int fd, off_t newsize)
 int mm_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len)
 {
 	pthread_mutex_lock(&mm_lock);
-	int mapped = mm_pinned_ino(fs, ino, 0, UINT64_MAX);
+	int mapped = mm_pinned_ino(fs, ino, 0, UINT64_MAX) ? DP_MAPPED : 0;
 	if (mapped && len < __atomic_load_n(&ino_ptr(fs, ino)->i_size, __ATOMIC_ACQUIRE))
 		mm_shrink_ino(fs, ino, len);
+	/* another process's mappings cannot be cut from here: their pages stay */
+	if (share_ino_others(fs->m.pool.share, ino, SHARE_MAPS))
+		mapped |= DP_MAPPED | DP_MAPPED_ELSEWHERE;
 	int rc = dp_truncate(fs, ino, len, mapped);
 	pthread_mutex_unlock(&mm_lock);
 	return rc;
@@ -466,7 +471,9 @@ int mm_truncate(ferrite_fs *fs, uint64_t ino, uint64_t len)
 int mm_punch(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len)
 {
 	pthread_mutex_lock(&mm_lock);
-	int rc = dp_fallocate(fs, ino, mode, off, len, mm_pinned_ino(fs, ino, off, off + len));
+	int rc = dp_fallocate(fs, ino, mode, off, len,
+			      mm_pinned_ino(fs, ino, off, off + len) ||
+				  share_ino_others(fs->m.pool.share, ino, SHARE_MAPS));
 	pthread_mutex_unlock(&mm_lock);
 	return rc;
 }

@@ -709,6 +709,34 @@ int share_ino_count(struct pool_share *s, uint64_t ino, int kind)
 	return holders;
 }
 
+int share_ino_others(struct pool_share *s, uint64_t ino, int kind)
+{
+	if (!s)
+		return 0;
+	struct share_ino *e = ino_find(s->f, ino, 0);
+	if (!e)
+		return 0;
+	const uint64_t *words = kind == SHARE_MAPS ? e->map : e->open;
+	for (int w = 0; w < PROC_WORDS; w++) {
+		uint64_t mine = s->slot >= 0 && s->slot / 64 == w ? 1ULL << (s->slot % 64) : 0;
+		if (words[w] & ~mine)
+			return 1;
+	}
+	return 0;
+}
+
+int share_any_maps(struct pool_share *s)
+{
+	if (!s)
+		return 0;
+	for (uint32_t i = 0; i < SHARE_INOS; i++)
+		if (s->f->ino[i].ino)
+			for (int w = 0; w < PROC_WORDS; w++)
+				if (s->f->ino[i].map[w])
+					return 1;
+	return 0;
+}
+
 uint64_t share_takeovers(struct pool_share *s)
 {
 	return s ? __atomic_load_n(&s->f->takeovers, __ATOMIC_RELAXED) : 0;

@@ -80,6 +80,10 @@ void share_leave(struct pool_share *s);
  * table is full, -EUSERS if SHARE_PROCS processes have the pool already. */
 int share_ino_add(struct pool_share *s, uint64_t ino, int kind, int delta);
 int share_ino_count(struct pool_share *s, uint64_t ino, int kind);
+/* 1 if a process other than this one holds ino open (or maps it). */
+int share_ino_others(struct pool_share *s, uint64_t ino, int kind);
+/* 1 if any process maps any file of the pool (compaction waits). */
+int share_any_maps(struct pool_share *s);
 /* Turns taken from processes that died inside a call. */
 uint64_t share_takeovers(struct pool_share *s);
 /* The shared lock table, and this process's slot (-1 if it has none). */

@@ -314,6 +314,74 @@ static int c_locks(void)
 	return 0;
 }
 
+/* ---- a file mapped by another process is never freed under its mapping ----------- */
+
+#define MAP_LEN (4 * 1024 * 1024)
+
+static int mapper_child(void *arg)
+{
+	struct pingpong *pp = arg;
+	close(pp->to_child[1]);
+	close(pp->to_parent[0]);
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs))
+		return 10;
+	int fd = ferrite_open(fs, "/mapped", O_RDWR, 0);
+	void *m = NULL;
+	if (fd < 0 ||
+	    ferrite_mmap(fs, fd, NULL, MAP_LEN, PROT_READ | PROT_WRITE, MAP_SHARED, 0, &m))
+		return 11;
+	memset(m, 0x11, MAP_LEN);
+	step_send(pp->to_parent[1]); /* the parent shrinks the file and fills another */
+	if (step_wait(pp->to_child[0]))
+		return 12;
+	/* stores through the whole old mapping: they must land in pages that
+	 * are still this file's, never in the parent's new file */
+	memset(m, 0xee, MAP_LEN);
+	ferrite_msync(fs, m, MAP_LEN, MS_SYNC);
+	step_send(pp->to_parent[1]);
+	if (step_wait(pp->to_child[0]))
+		return 13;
+	ferrite_munmap(fs, m, MAP_LEN);
+	ferrite_close(fs, fd);
+	return ferrite_unmount(fs) ? 14 : 0;
+}
+
+static int c_mapped_elsewhere(void)
+{
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_OK(write_all(fs, "/mapped", 5, MAP_LEN, 0));
+	FT_OK(ferrite_unmount(fs));
+	struct pingpong pp;
+	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
+	pid_t pid = spawn(mapper_child, &pp);
+	close(pp.to_child[0]);
+	close(pp.to_parent[1]);
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to map (status %d)", reap(pid));
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_OK(ferrite_truncate(fs, "/mapped", 4096));
+	/* free space taken by a new file, as much as the shrink would have freed */
+	FT_OK(write_all(fs, "/other", 77, MAP_LEN, 0));
+	step_send(pp.to_child[1]);
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to store (status %d)", reap(pid));
+	FT_RUN(read_check(fs, "/other", 77, MAP_LEN));
+	struct stat st;
+	FT_OK(ferrite_stat(fs, "/mapped", &st));
+	FT_EQ(st.st_size, 4096);
+	step_send(pp.to_child[1]);
+	FT_EQ(reap(pid), 0);
+	/* grown again: what lay past the size reads as zeros */
+	FT_OK(ferrite_truncate(fs, "/mapped", 65536));
+	char buf[8192];
+	int fd = FT_OK(ferrite_open(fs, "/mapped", O_RDONLY, 0));
+	FT_EQ(ferrite_pread(fs, fd, buf, sizeof(buf), 8192), (long long)sizeof(buf));
+	FT_CHECK(ft_all_zero(buf, sizeof(buf)), "bytes past the old size are not zeros");
+	FT_OK(ferrite_close(fs, fd));
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
 /* ---- a check or a lone mount still needs the pool alone -------------------------- */
 
 static int c_alone(void)
@@ -488,6 +556,7 @@ static const struct ft_case cases[] = {
     {"fork_inherits", c_fork_inherits, 0},
     {"orphan_shared", c_orphan_shared, 0},
     {"locks", c_locks, 0},
+    {"mapped_elsewhere", c_mapped_elsewhere, 0},
     {"alone", c_alone, 0},
     {"kill_workers", c_kill_workers, 0},
 };
