@@ -369,6 +369,11 @@ fail:
 	return rc;
 }
 
+static void drop_windows(void *sp, uint64_t w, uint64_t n)
+{
+	vs_unmap_windows(sp, w, n);
+}
+
 int meta_turn_enter(struct meta *m)
 {
 	int why = share_enter(m->pool.share);
@@ -377,7 +382,9 @@ int meta_turn_enter(struct meta *m)
 			"ferrite: %s: a process died inside a call, and replaying its log "
 			"entry failed: %s (run `ferrite fsck`)\n",
 			m->pool.path, fr_err_get());
-	if (why & SHARE_OTHER)
+	/* a replayed entry changed the PPT without the hooks that note it */
+	if ((why & SHARE_DEAD) ||
+	    ((why & SHARE_OTHER) && share_changed_windows(m->pool.share, drop_windows, &m->sp)))
 		vs_unmap_all(&m->sp);
 	return why;
 }

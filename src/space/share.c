@@ -16,8 +16,11 @@
  * Invariants: H1 a thread runs a call on the pool only while the turn names
  *               its process (share_enter ... share_leave) and counts it;
  *             H2 a process that takes the turn from another drops every
- *               window it mapped (on_turn SHARE_OTHER): the other may have
- *               moved or freed the pages behind them;
+ *               window whose PPT entry changed since it last held the turn:
+ *               each change is noted in wring by the process that made it
+ *               (vspace.c's hooks); one that fell more than SHARE_WRING
+ *               changes behind, or takes over from a process that died
+ *               inside a call, drops every window;
  *             H3 the turn word changes only by compare-and-swap; it is taken
  *               from a process that is inside a call only once that process
  *               is gone (no /proc entry, a zombie, or another start time);
@@ -62,8 +65,9 @@
 #include "space/space.h"
 
 #define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
-#define SHARE_VERSION 1
+#define SHARE_VERSION 2
 #define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
+#define SHARE_WRING   4096	 /* window changes a process may fall behind by */
 
 #define TURN_SHIFT    10
 #define TURN_INSIDE   ((1u << TURN_SHIFT) - 1)
@@ -98,6 +102,10 @@ struct share_file {
 	uint64_t takeovers;    /* turns taken from a dead process inside a call */
 	uint64_t reaped;       /* slots of dead processes given back */
 	uint32_t nino, live;
+	uint64_t wseq; /* window changes noted so far (H2) */
+	struct {
+		uint64_t w, n;
+	} wring[SHARE_WRING];
 	struct share_proc procs[SHARE_PROCS];
 	struct share_ino ino[];
 };
@@ -110,6 +118,7 @@ struct pool_share {
 	uint64_t dev, ino;
 	int slot;	   /* in f->procs, -1 until the first call */
 	uint32_t prev;	   /* the pid turn_take took the turn from, 0 none */
+	uint64_t wseen;	   /* window changes this process has dropped (H2) */
 	int forked;	   /* a forked child that has not entered yet */
 	uint32_t attacher; /* the process that attached (not a forked child) */
 	uint64_t file_ino; /* of the coordination file */
@@ -383,6 +392,7 @@ int share_attach(struct pool *p, const struct stat *pst)
 		return rc;
 	}
 	s->start = proc_start(s->pid);
+	s->wseen = __atomic_load_n(&s->f->wseq, __ATOMIC_ACQUIRE); /* it has no window yet */
 	pthread_mutex_lock(&reg_lock);
 	s->next = reg;
 	reg = s;
@@ -707,6 +717,29 @@ int share_ino_count(struct pool_share *s, uint64_t ino, int kind)
 	for (int w = 0; w < PROC_WORDS; w++)
 		holders += __builtin_popcountll(words[w]);
 	return holders;
+}
+
+void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n)
+{
+	struct share_file *f = s->f;
+	uint64_t q = f->wseq;
+	f->wring[q % SHARE_WRING].w = w;
+	f->wring[q % SHARE_WRING].n = n;
+	__atomic_store_n(&f->wseq, q + 1, __ATOMIC_RELEASE);
+}
+
+int share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t w, uint64_t n),
+			  void *arg)
+{
+	struct share_file *f = s->f;
+	uint64_t now = __atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE);
+	uint64_t from = s->wseen;
+	s->wseen = now;
+	if (now - from > SHARE_WRING || now < from)
+		return -1;
+	for (uint64_t q = from; q < now; q++)
+		drop(arg, f->wring[q % SHARE_WRING].w, f->wring[q % SHARE_WRING].n);
+	return 0;
 }
 
 int share_ino_others(struct pool_share *s, uint64_t ino, int kind)

@@ -84,6 +84,13 @@ int share_ino_count(struct pool_share *s, uint64_t ino, int kind);
 int share_ino_others(struct pool_share *s, uint64_t ino, int kind);
 /* 1 if any process maps any file of the pool (compaction waits). */
 int share_any_maps(struct pool_share *s);
+/* Under the turn: windows [w, w + n) changed (their PPT entries). */
+void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n);
+/* On taking the turn from another process: calls drop(arg, w, n) for each
+ * window range changed since this process last looked; 0, or -1 if too many
+ * changed to tell (drop every window). */
+int share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t w, uint64_t n),
+			  void *arg);
 /* Turns taken from processes that died inside a call. */
 uint64_t share_takeovers(struct pool_share *s);
 /* The shared lock table, and this process's slot (-1 if it has none). */
@@ -444,8 +451,10 @@ void vs_call_enter_slow(struct space *sp);
 /* Asks for quiet work (*what: sp->want_evict or sp->want_compact), done at
  * the start of the next call made while no other thread is inside one. */
 void vs_want_quiet(struct space *sp, int *what);
-/* Unmaps every window; the caller knows no thread is inside a call. */
+/* Unmaps every window (or n from window w); the caller knows no thread is
+ * inside a call. */
 void vs_unmap_all(struct space *sp);
+void vs_unmap_windows(struct space *sp, uint64_t w, uint64_t n);
 static inline void vs_call_enter(struct space *sp)
 {
 	struct vs_slot *s = vs_my_slot ? vs_my_slot : vs_slot_claim();

@@ -171,6 +171,17 @@ void vs_unmap_all(struct space *sp)
 	pthread_mutex_unlock(&sp->map_lock);
 }
 
+void vs_unmap_windows(struct space *sp, uint64_t w, uint64_t n)
+{
+	if (!sp->wstate)
+		return;
+	pthread_mutex_lock(&sp->map_lock);
+	for (uint64_t end = FR_MIN(w + n, sp->nwindows); w < end; w++)
+		if (sp->wstate[w] != VS_UNMAPPED)
+			unmap_window(sp, w);
+	pthread_mutex_unlock(&sp->map_lock);
+}
+
 void vs_want_quiet(struct space *sp, int *what)
 {
 	__atomic_store_n(what, 1, __ATOMIC_SEQ_CST);
@@ -558,8 +569,21 @@ int vs_ensure(struct space *sp, uint64_t v, uint64_t len)
 
 /* ---- follow-ups after a PPT change (run from tx_finish) ---------------- */
 
+/* Every change of the PPT reaches the mappings through the hooks below; on
+ * a pool shared with other processes each also goes into the coordination
+ * file, so that the next process to take the turn drops exactly those
+ * windows (share.c H2). */
+static void note_shared(struct space *sp, uint64_t v, uint64_t len)
+{
+	struct pool_share *s = sp->pool ? sp->pool->share : NULL;
+	if (s && len)
+		share_note_windows(s, v >> FR_UNIT_SHIFT,
+				   ((v + len - 1) >> FR_UNIT_SHIFT) - (v >> FR_UNIT_SHIFT) + 1);
+}
+
 void vs_page_changed(struct space *sp, uint64_t vp, uint64_t u1, uint64_t u2)
 {
+	note_shared(sp, vp, FR_PAGE_SIZE);
 	if (!sp->wstate)
 		return; /* mkfs: nothing is mapped yet */
 	uint64_t w = vp >> FR_UNIT_SHIFT;
@@ -612,6 +636,7 @@ out:
 void vs_pages_changed(struct space *sp, uint64_t v, uint64_t n, uint64_t unused)
 {
 	(void)unused;
+	note_shared(sp, v, n << FR_PAGE_SHIFT);
 	if (!sp->wstate)
 		return;
 	uint64_t w = v >> FR_UNIT_SHIFT, vw = w << FR_UNIT_SHIFT;
@@ -689,6 +714,7 @@ out:
  * backed. */
 void vs_reservation_dropped(struct space *sp, uint64_t vw, const uint64_t unnamed[8])
 {
+	note_shared(sp, vw, FR_UNIT_SIZE);
 	if (!sp->wstate)
 		return;
 	uint64_t w = vw >> FR_UNIT_SHIFT;
@@ -720,6 +746,7 @@ void vs_reservation_dropped(struct space *sp, uint64_t vw, const uint64_t unname
 
 void vs_window_changed(struct space *sp, uint64_t vw, uint64_t n, uint64_t u)
 {
+	note_shared(sp, vw, n << FR_UNIT_SHIFT);
 	if (!sp->wstate)
 		return; /* mkfs: nothing is mapped yet */
 	pthread_mutex_lock(&sp->map_lock);
@@ -733,6 +760,7 @@ void vs_window_promoted(struct space *sp, uint64_t vw, uint64_t unused1, uint64_
 {
 	(void)unused1;
 	(void)unused2;
+	note_shared(sp, vw, FR_UNIT_SIZE);
 	if (!sp->wstate)
 		return;
 	pthread_mutex_lock(&sp->map_lock);
@@ -749,6 +777,8 @@ void vs_window_promoted(struct space *sp, uint64_t vw, uint64_t unused1, uint64_
  * the page-table entries, so the moved data is not faulted in again. */
 void vs_moved(struct space *sp, uint64_t src, uint64_t dst, uint64_t n)
 {
+	note_shared(sp, src, n << FR_UNIT_SHIFT);
+	note_shared(sp, dst, n << FR_UNIT_SHIFT);
 	if (!sp->wstate)
 		return; /* mkfs: nothing is mapped yet */
 	pthread_mutex_lock(&sp->map_lock);
