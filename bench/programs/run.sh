@@ -4,7 +4,8 @@
 #   bench/programs/run.sh [--quick] [--runs N] [--json FILE] [--only LIST] [--configs LIST]
 #                         [--rocksdb-workloads LIST]
 #
-# LIST (comma separated, default all): rocksdb, sqlite, fio, postmark.
+# LIST (comma separated, default all): rocksdb, sqlite, fio, postmark, pgbench, make,
+# procmeta.
 #   rocksdb   db_bench fillrandom sync=1 and sync=0, overwrite, readrandom:
 #             ferrite via the shim (`ferrite run`) vs tmpfs vs ext4 (loop over /dev/shm),
 #             and a tiered pool (`ferrite run` on a pool made with `mkfs --tier`, its
@@ -17,6 +18,14 @@
 #             mount vs a libfuse passthrough of tmpfs (passthrough_ll.c, the floor
 #             cost of FUSE) vs tmpfs directly
 #   postmark  small files: shim vs FUSE mount vs passthrough vs tmpfs vs ext4
+#   pgbench   PostgreSQL (as the postgres user; root only): pgbench -c 4 on a database
+#             in the shim (the server and its backends on one pool), the FUSE mount,
+#             tmpfs, ext4
+#   make      make -j2 of a generated C project (80 files): shim, fuse, tmpfs, ext4;
+#             builds per minute of wall time
+#   procmeta  create, open+close and stat by 1 and 2 forked processes in one
+#             directory of 1 000 and of 50 000 files (bench/programs/metaproc.c):
+#             shim vs tmpfs
 # --configs LIST keeps only those columns (shim, fuse, tmpfs, ext4, passthrough, tier,
 # ext4-disk); the others say "skipped". Every cell is the median of --runs samples (3;
 # --quick: 1 and small sizes); the
@@ -50,7 +59,7 @@ usage() {
 quick=0
 runs=""
 json=""
-only=rocksdb,sqlite,fio,postmark
+only=rocksdb,sqlite,fio,postmark,pgbench,make,procmeta
 configs=shim,fuse,tmpfs,ext4,passthrough,tier,ext4-disk
 rocks_wl=fillrandom-sync1,fillrandom-sync0,overwrite,readrandom
 while [ $# -gt 0 ]; do
@@ -77,11 +86,13 @@ selected() { case ",$configs," in *,$1,*) return 0 ;; esac; return 1; }
 if [ $quick = 1 ]; then
 	runs=${runs:-1}
 	rocks_sync_num=2000 rocks_num=50000 sql_n=2000 fio_size=32M fio_time=1 pm_files=2000 pm_tx=20000
+	pg_secs=5 meta_sizes="1000 5000"
 	pool_size=${BENCH_POOL_SIZE:-2G}
 	tier_size=${BENCH_TIER_POOL_SIZE:-64M}
 else
 	runs=${runs:-3}
 	rocks_sync_num=20000 rocks_num=500000 sql_n=20000 fio_size=256M fio_time=3 pm_files=20000 pm_tx=200000
+	pg_secs=20 meta_sizes="1000 50000"
 	pool_size=${BENCH_POOL_SIZE:-4G}
 	tier_size=${BENCH_TIER_POOL_SIZE:-256M}
 fi
@@ -190,7 +201,7 @@ setup_ext4() {
 	mkdir -p "$EMNT/bench"
 	say "ext4: $ELOOP on $EMNT"
 }
-if selected ext4 && { wants rocksdb || wants sqlite || wants postmark; }; then setup_ext4; fi
+if selected ext4 && { wants rocksdb || wants sqlite || wants postmark || wants pgbench || wants make; }; then setup_ext4; fi
 
 # The machine's disk: ext4-disk works in a plain directory of it, the tiered pool (in
 # /dev/shm) caches another one.
@@ -504,12 +515,144 @@ bench_postmark() {
 	unmount_fuse "$FMNT"
 }
 
+# ---- PostgreSQL -------------------------------------------------------------------------
+# pgbench -c 4 -j 2 -T pg_secs on a scale-5 database; tps as pgbench reports it. The
+# server (and, for the shim, `ferrite run`) runs as the postgres user.
+PGBIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+as_pg() { timeout -k 10 600 su postgres -s /bin/bash -c "cd /tmp && $*"; }
+pg_run() { # config command: the server's commands run in the pool for the shim
+	if [ "$1" = shim ]; then as_pg "'$FERRITE' run --pool '$POOL' --prefix /pm -- $2"; else as_pg "$2"; fi
+}
+pg_one() { # config
+	local c=$1 dir sock out v rc=0
+	dir=$(cfg_dir "$c")/pg
+	# through the shim the server maps the pool, so it must be the postgres
+	# user's; the FUSE daemon (root) refuses a pool another user owns
+	case "$c" in shim) chown postgres "$POOL" ;; fuse) chown root "$POOL" ;; esac
+	sock=$(mktemp -d /tmp/ferrite-progbench-pg.XXXXXX)
+	chown postgres "$sock"
+	cfg_run "$c" bash -c "rm -rf '$dir' && mkdir -p '$dir' && chown postgres '$dir' && chmod 700 '$dir'"
+	out=$WORK/pg-$c.out
+	local port=$((20000 + RANDOM % 20000))
+	if pg_run "$c" "'$PGBIN/initdb' -D '$dir' -N -A trust" >"$out" 2>&1 &&
+		pg_run "$c" "'$PGBIN/pg_ctl' -D '$dir' -l '$sock/log' -w -t 120 -o \"-k $sock -p $port -c listen_addresses=''\" start" >>"$out" 2>&1 &&
+		as_pg "'$PGBIN/pgbench' -h '$sock' -p $port -i -s 5 -q postgres" >>"$out" 2>&1 &&
+		as_pg "'$PGBIN/pgbench' -h '$sock' -p $port -c 4 -j 2 -T $pg_secs postgres" >"$out.run" 2>&1; then
+		v=$(sed -n 's/^tps = \([0-9.]*\).*/\1/p' "$out.run" | head -n 1)
+		if [ -n "$v" ] && grep -q "number of failed transactions: 0 " "$out.run"; then
+			record pgbench tps "$c" "${v%.*}"
+			say "  pgbench $c: $v tps"
+		else
+			failed pgbench tps "$c" "pgbench: $(tail -n 1 "$out.run")"
+		fi
+	else
+		rc=1
+		failed pgbench tps "$c" "$(tail -n 1 "$out")"
+	fi
+	pg_run "$c" "'$PGBIN/pg_ctl' -D '$dir' -m fast -w stop" >/dev/null 2>&1 || true
+	[ $rc = 0 ] || cat "$sock/log" >>"$out" 2>/dev/null
+	rm -rf "$sock"
+	cfg_run "$c" rm -rf "$dir"
+}
+bench_pgbench() {
+	local r c
+	if [ "$(id -u)" != 0 ] || ! id postgres >/dev/null 2>&1 || [ -z "$PGBIN" ]; then
+		say "pgbench: skipped (needs root, the postgres user and PostgreSQL)"
+		return
+	fi
+	for r in $(seq 1 "$runs"); do
+		say "pgbench run $r/$runs"
+		for c in $(rotate "$r" shim fuse tmpfs ext4); do
+			[ "$c" = fuse ] && chown root "$POOL"
+			cfg_enter "$c" || continue
+			cfg_run "$c" chmod 755 "$(cfg_dir "$c")"
+			pg_one "$c"
+			cfg_settle "$c"
+		done
+	done
+	unmount_fuse "$FMNT"
+	chown root "$POOL" 2>/dev/null || true
+}
+
+# ---- make -j2 ------------------------------------------------------------------------------
+make_project() { # DIR: 80 C files and a Makefile, made on the host, copied in
+	local d=$1 i
+	mkdir -p "$d"
+	for i in $(seq 1 80); do
+		printf '#include <string.h>\nint f%d(const char *s) { int n = 0; for (int i = 0; s[i]; i++) n += s[i] * %d; return n + (int)strlen(s); }\n' "$i" "$i" >"$d/f$i.c"
+	done
+	{
+		printf 'int main(void) { return 0; }\n'
+	} >"$d/main.c"
+	printf 'OBJS = main.o %s\nprog: $(OBJS)\n\t$(CC) -o $@ $(OBJS)\n%%.o: %%.c\n\t$(CC) -O1 -c $< -o $@\nclean:\n\trm -f *.o prog\n' \
+		"$(seq -f 'f%g.o' -s ' ' 1 80)" >"$d/Makefile"
+}
+make_one() { # config
+	local c=$1 dir t0 t1 v
+	dir=$(cfg_dir "$c")/make
+	cfg_run "$c" bash -c "rm -rf '$dir' && cp -r '$WORK/make-src' '$dir'" || { failed make builds/min "$c" "copy failed"; return; }
+	t0=$(now_ns)
+	if ! cfg_run "$c" make -s -j2 -C "$dir" >"$WORK/make-$c.out" 2>&1; then
+		failed make builds/min "$c" "make: $(tail -n 1 "$WORK/make-$c.out")"
+		return
+	fi
+	t1=$(now_ns)
+	v=$(awk -v t="$((t1 - t0))" 'BEGIN { printf "%.2f\n", 60 / (t / 1e9) }')
+	record make "make-j2" "$c" "$v"
+	say "  make -j2 $c: $(((t1 - t0) / 1000000)) ms"
+	cfg_run "$c" rm -rf "$dir"
+}
+bench_make() {
+	local r c
+	make_project "$WORK/make-src"
+	for r in $(seq 1 "$runs"); do
+		say "make run $r/$runs"
+		for c in $(rotate "$r" shim fuse tmpfs ext4); do
+			cfg_enter "$c" || continue
+			make_one "$c"
+			cfg_settle "$c"
+		done
+	done
+	unmount_fuse "$FMNT"
+}
+
+# ---- metadata from 1 and 2 processes ---------------------------------------------------
+MP=""
+bench_procmeta() {
+	local r c n p dir line
+	MP=$WORK/metaproc
+	gcc -std=gnu11 -O2 -Wall -Werror "$here/metaproc.c" -o "$MP" || { say "metaproc.c does not build"; return; }
+	for r in $(seq 1 "$runs"); do
+		say "procmeta run $r/$runs"
+		for c in $(rotate "$r" shim tmpfs); do
+			cfg_enter "$c" || continue
+			for n in $meta_sizes; do
+				for p in 1 2; do
+					dir=$(cfg_dir "$c")/meta
+					cfg_run "$c" mkdir -p "$dir"
+					if ! cfg_run "$c" "$MP" "$dir" "$n" "$p" >"$WORK/meta.out" 2>&1; then
+						failed procmeta "create-$n" "$c-${p}p" "metaproc: $(tail -n 1 "$WORK/meta.out")"
+						continue
+					fi
+					while read -r op v; do
+						record procmeta "$op-$n" "$c-${p}p" "$v"
+					done <"$WORK/meta.out"
+					cfg_run "$c" rm -rf "$dir"
+				done
+			done
+		done
+	done
+}
+
 : >"$WORK/samples"
 t_start=$SECONDS
 wants rocksdb && bench_rocksdb
 wants sqlite && bench_sqlite
 wants fio && bench_fio
 wants postmark && bench_postmark
+wants pgbench && bench_pgbench
+wants make && bench_make
+wants procmeta && bench_procmeta
 unmount_fuse "$FMNT"
 
 # ---- report -------------------------------------------------------------------------
@@ -595,6 +738,13 @@ table() { # group unit targets ratios configs...
 		"*=fuse/passthrough>=0.77" "fuse/passthrough fuse/tmpfs" fuse passthrough tmpfs
 	table postmark "transactions/s of wall time ($pm_files files, $pm_tx transactions)" \
 		"" "shim/tmpfs shim/ext4 fuse/passthrough" shim fuse passthrough tmpfs ext4
+	table pgbench "transactions/s (pgbench -c 4 -j 2 -T $pg_secs, scale 5)" \
+		"tps=shim/fuse>=3 tps=shim/tmpfs>=1" "shim/fuse shim/tmpfs shim/ext4" shim fuse tmpfs ext4
+	table make "builds per minute of wall time (make -j2, 81 C files)" \
+		"" "shim/fuse shim/tmpfs shim/ext4" shim fuse tmpfs ext4
+	table procmeta "ops/s of wall time, N files in one directory, 1 or 2 processes" \
+		"create-*=shim-1p/tmpfs-1p>=1.5 openclose-*=shim-1p/tmpfs-1p>=1.5 stat-*=shim-2p/shim-1p>=1.6 create-*=shim-2p/shim-1p>=1.3" \
+		"shim-1p/tmpfs-1p shim-2p/shim-1p" shim-1p shim-2p tmpfs-1p tmpfs-2p
 	if [ ${#errors[@]} -gt 0 ]; then
 		echo
 		echo "errors:"
