@@ -228,39 +228,32 @@ SH_EXPORT int execve(const char *path, char *const argv[], char *const envp[])
 	return rc;
 }
 
+struct exec_args {
+	char *const *argv, *const *envp;
+};
+
+/* One candidate of the PATH search: returns only if the exec failed. */
+static int exec_one(const char *path, void *arg)
+{
+	struct exec_args *a = arg;
+	execve(path, a->argv, a->envp);
+	return -errno;
+}
+
 /* The PATH search of execvp, with pool directories in it. */
 SH_EXPORT int execvpe(const char *file, char *const argv[], char *const envp[])
 {
-	if (sh_depth || !sh_fs_if_mounted() || strchr(file, '/') || !*file) {
-		if (strchr(file, '/'))
-			return execve(file, argv, envp);
+	if (strchr(file, '/') && !sh_depth)
+		return execve(file, argv, envp);
+	if (sh_depth || !*file || !sh_path_has_pool()) { /* the kernel's search finds it */
 		struct sh_prep pr;
 		sh_exec_prepare(envp, &pr);
 		int rc = REAL(execvpe)(file, argv, SH_ENV(pr, envp));
 		sh_exec_abort(&pr);
 		return rc;
 	}
-	const char *path = getenv("PATH");
-	if (!path)
-		path = "/usr/local/bin:/bin:/usr/bin";
-	int err = ENOENT;
-	for (const char *d = path;; d++) {
-		const char *e = strchrnul(d, ':');
-		char cand[PATH_MAX];
-		int n = snprintf(cand, sizeof(cand), "%.*s%s%s", (int)(e - d), d, e > d ? "/" : "",
-				 file);
-		if (n > 0 && (size_t)n < sizeof(cand) && access(cand, X_OK) == 0) {
-			execve(cand, argv, envp);
-			if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
-				return -1;
-		}
-		if (errno == EACCES)
-			err = EACCES;
-		if (!*e)
-			break;
-		d = e;
-	}
-	errno = err;
+	struct exec_args a = {argv, envp};
+	errno = -sh_path_search(file, exec_one, &a);
 	return -1;
 }
 

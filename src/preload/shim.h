@@ -76,6 +76,13 @@ struct sh_exe {
 /* 0, or -errno (the exec fails with it). */
 int sh_exe_resolve(const char *path, char *const argv[], struct sh_exe *x);
 void sh_exe_done(struct sh_exe *x);
+/* 1 if an entry of $PATH lies in the pool (or is relative while the working
+ * directory is in it): execvp must search it itself. */
+int sh_path_has_pool(void);
+/* execvp's search: try_one(candidate, arg) for each executable PATH entry
+ * until it returns other than -ENOENT, -ENOTDIR or -EACCES; returns that,
+ * or -ENOENT / -EACCES when none would do. */
+int sh_path_search(const char *file, int (*try_one)(const char *path, void *arg), void *arg);
 
 /* ---- state (core.c) ------------------------------------------------------ */
 

@@ -193,6 +193,20 @@ void sh_exe_done(struct sh_exe *x)
 
 /* ---- posix_spawn, system, popen ---------------------------------------------------- */
 
+/* posix_spawn (search 0) or posix_spawnp (1) of what the kernel can run,
+ * with the state an exec passes in the child's environment. */
+static int spawn_with_state(pid_t *pid, const char *path, int search,
+			    const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
+			    char *const argv[], char *const envp[])
+{
+	struct sh_prep pr;
+	sh_exec_prepare(envp, &pr);
+	int rc = search ? REAL(posix_spawnp)(pid, path, fa, attr, argv, SH_ENV(pr, envp))
+			: REAL(posix_spawn)(pid, path, fa, attr, argv, SH_ENV(pr, envp));
+	sh_exec_abort(&pr); /* the child has its copies */
+	return rc;
+}
+
 static int spawn_common(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 			const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
@@ -200,10 +214,7 @@ static int spawn_common(pid_t *pid, const char *path, const posix_spawn_file_act
 	int rc = sh_exe_resolve(path, argv, &x);
 	if (rc)
 		return -rc;
-	struct sh_prep pr;
-	sh_exec_prepare(envp, &pr);
-	rc = REAL(posix_spawn)(pid, x.path, fa, attr, x.argv, SH_ENV(pr, envp));
-	sh_exec_abort(&pr); /* the child has its copies */
+	rc = spawn_with_state(pid, x.path, 0, fa, attr, x.argv, envp);
 	sh_exe_done(&x);
 	return rc;
 }
@@ -211,19 +222,32 @@ static int spawn_common(pid_t *pid, const char *path, const posix_spawn_file_act
 SH_EXPORT int posix_spawn(pid_t *pid, const char *path, const posix_spawn_file_actions_t *fa,
 			  const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
 {
-	if (sh_depth || !sh_fs_if_mounted())
+	if (sh_depth)
 		return REAL(posix_spawn)(pid, path, fa, attr, argv, envp);
 	return spawn_common(pid, path, fa, attr, argv, envp);
 }
 
-/* posix_spawnp: the PATH search, with pool directories in it. */
-SH_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
-			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+int sh_path_has_pool(void)
 {
-	if (sh_depth || !sh_fs_if_mounted())
-		return REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
-	if (strchr(file, '/'))
-		return spawn_common(pid, file, fa, attr, argv, envp);
+	const char *path = getenv("PATH");
+	int cwd_in = sh_cwd_ffd() >= 0; /* relative entries are the pool's then */
+	for (const char *d = path ? path : ""; path;) {
+		const char *e = strchrnul(d, ':');
+		size_t n = (size_t)(e - d);
+		if ((n == 0 || d[0] != '/') && cwd_in)
+			return 1;
+		if (n >= sh_cfg.plen && !memcmp(d, sh_cfg.prefix, sh_cfg.plen) &&
+		    (n == sh_cfg.plen || d[sh_cfg.plen] == '/'))
+			return 1;
+		if (!*e)
+			break;
+		d = e + 1;
+	}
+	return 0;
+}
+
+int sh_path_search(const char *file, int (*try_one)(const char *path, void *arg), void *arg)
+{
 	const char *path = getenv("PATH");
 	if (!path)
 		path = "/usr/local/bin:/bin:/usr/bin";
@@ -233,15 +257,46 @@ SH_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 		char cand[PATH_MAX];
 		int n = snprintf(cand, sizeof(cand), "%.*s%s%s", (int)(e - d), d, e > d ? "/" : "",
 				 file);
-		if (n > 0 && (size_t)n < sizeof(cand) && access(cand, X_OK) == 0)
-			return spawn_common(pid, cand, fa, attr, argv, envp);
+		if (n > 0 && (size_t)n < sizeof(cand) && access(cand, X_OK) == 0) {
+			int rc = try_one(cand, arg);
+			if (rc != -ENOENT && rc != -ENOTDIR && rc != -EACCES)
+				return rc;
+		}
 		if (errno == EACCES)
 			err = EACCES;
 		if (!*e)
 			break;
 		d = e;
 	}
-	return err;
+	return -err;
+}
+
+struct spawn_args {
+	pid_t *pid;
+	const posix_spawn_file_actions_t *fa;
+	const posix_spawnattr_t *attr;
+	char *const *argv, *const *envp;
+};
+
+static int spawn_one(const char *path, void *arg)
+{
+	struct spawn_args *a = arg;
+	return -spawn_common(a->pid, path, a->fa, a->attr, a->argv, a->envp);
+}
+
+/* posix_spawnp: the PATH search, with pool directories in it. */
+/* posix_spawnp: the PATH search, with pool directories in it. */
+SH_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_actions_t *fa,
+			   const posix_spawnattr_t *attr, char *const argv[], char *const envp[])
+{
+	if (sh_depth)
+		return REAL(posix_spawnp)(pid, file, fa, attr, argv, envp);
+	if (strchr(file, '/'))
+		return spawn_common(pid, file, fa, attr, argv, envp);
+	if (!sh_path_has_pool()) /* the kernel's search finds it */
+		return spawn_with_state(pid, file, 1, fa, attr, argv, envp);
+	struct spawn_args a = {pid, fa, attr, argv, envp};
+	return -sh_path_search(file, spawn_one, &a);
 }
 
 /* Runs fn with the state in environ for the child it starts. */

@@ -105,36 +105,34 @@ int lk_set(struct lk_table *t, const struct lk_req *r)
 	return 0;
 }
 
-void lk_release_owner(struct lk_table *t, uint64_t ino, uint64_t owner)
+/* Drops the entries that match (owner, ino) or, with by_slot, slot. */
+static void release_where(struct lk_table *t, int by_slot, uint64_t ino, uint64_t owner,
+			  int32_t slot)
 {
 	int any = 0;
 	if (t->n > LK_MAX)
 		t->n = LK_MAX;
-	for (uint32_t i = 0; i < t->n;)
-		if (t->e[i].owner == owner && (!ino || t->e[i].ino == ino)) {
+	for (uint32_t i = 0; i < t->n;) {
+		const struct lk_entry *e = &t->e[i];
+		if (by_slot ? e->slot == slot : e->owner == owner && (!ino || e->ino == ino)) {
 			drop(t, i);
 			any = 1;
 		} else {
 			i++;
 		}
+	}
 	if (any)
 		lk_changed(t);
 }
 
+void lk_release_owner(struct lk_table *t, uint64_t ino, uint64_t owner)
+{
+	release_where(t, 0, ino, owner, 0);
+}
+
 void lk_release_slot(struct lk_table *t, int32_t slot)
 {
-	int any = 0;
-	if (t->n > LK_MAX)
-		t->n = LK_MAX;
-	for (uint32_t i = 0; i < t->n;)
-		if (t->e[i].slot == slot) {
-			drop(t, i);
-			any = 1;
-		} else {
-			i++;
-		}
-	if (any)
-		lk_changed(t);
+	release_where(t, 1, 0, 0, slot);
 }
 
 void lk_changed(struct lk_table *t)

@@ -558,6 +558,14 @@ static struct share_ino *ino_find(struct share_file *f, uint64_t ino, int add)
 	return NULL;
 }
 
+static int holders(const uint64_t words[PROC_WORDS])
+{
+	int n = 0;
+	for (int w = 0; w < PROC_WORDS; w++)
+		n += __builtin_popcountll(words[w]);
+	return n;
+}
+
 static int ino_unheld(const struct share_ino *e)
 {
 	uint64_t any = 0;
@@ -697,12 +705,10 @@ int share_ino_add(struct pool_share *s, uint64_t ino, int kind, int delta)
 		words[s->slot / 64] |= bit;
 	else
 		words[s->slot / 64] &= ~bit;
-	int holders = 0;
-	for (int w = 0; w < PROC_WORDS; w++)
-		holders += __builtin_popcountll(words[w]);
+	int n = holders(words);
 	if (ino_unheld(e))
 		ino_remove(s->f, e);
-	return holders;
+	return n;
 }
 
 int share_ino_count(struct pool_share *s, uint64_t ino, int kind)
@@ -712,11 +718,7 @@ int share_ino_count(struct pool_share *s, uint64_t ino, int kind)
 	struct share_ino *e = ino_find(s->f, ino, 0);
 	if (!e)
 		return 0;
-	const uint64_t *words = kind == SHARE_MAPS ? e->map : e->open;
-	int holders = 0;
-	for (int w = 0; w < PROC_WORDS; w++)
-		holders += __builtin_popcountll(words[w]);
-	return holders;
+	return holders(kind == SHARE_MAPS ? e->map : e->open);
 }
 
 void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n)

@@ -265,6 +265,18 @@ fail() {
 	echo "FAIL $1: $2"
 	failures=$((failures + 1))
 }
+# run NAME FN ARGS...: one check; FN sets $why when it fails.
+run() {
+	local name=$1 t0=$SECONDS
+	shift
+	why=""
+	say "$name ..."
+	if "$@"; then
+		pass "$name ($((SECONDS - t0)) s)"
+	else
+		fail "$name" "${why:-failed}"
+	fi
+}
 summary() {
 	local r xf=0
 	for r in "${results[@]}"; do case "$r" in XFAIL*) xf=$((xf + 1)) ;; esac; done

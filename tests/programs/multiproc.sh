@@ -7,7 +7,8 @@
 #   shell     bash with pipes, subshells, $(...), here-strings and redirections into
 #             the pool; a forked child's writes seen by the parent
 #   make      make -j2 of a small C project in /pm, the program run from the pool, a
-#             #! script run by path and through `sh -c`, then make clean; the host
+#             #! script run by path, through `sh -c` and found by execvp in a PATH
+#             directory of the pool, then make clean; the host
 #             directory the command started in (which holds files of the same
 #             names) is byte for byte unchanged
 #   git       git clone of a local repository into /pm, a commit, gc, fsck --full
@@ -41,13 +42,6 @@ trap 'exit 143' TERM HUP
 start=$SECONDS
 mode_setup shim
 
-run() {
-	local name=$1 t0=$SECONDS
-	shift
-	why=""
-	say "$name ..."
-	if "$@"; then pass "$name ($((SECONDS - t0)) s)"; else fail "$name" "${why:-failed}"; fi
-}
 wants() { case ",$only," in *,$1,*) return 0 ;; esac; return 1; }
 
 # A host directory with files named like the project's, hashed before and after.
@@ -98,6 +92,7 @@ make -j2
 printf '#!/bin/sh\necho "script $1"\n' > s.sh && chmod +x s.sh
 [ "$(./s.sh one)" = "script one" ]
 [ "$(sh -c './s.sh two')" = "script two" ]
+mkdir -p bin && cp s.sh bin/s && [ "$(env PATH=/pm/proj/bin:/usr/bin s three)" = "script three" ] # execvp
 make clean
 [ ! -e prog ] && [ ! -e m.o ] && [ -e m.c ]
 echo ok

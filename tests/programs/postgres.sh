@@ -55,13 +55,6 @@ psql_q() {
 	as_pg "'$pgbin/psql' -h '$sock' -p $port -X -q -At -v ON_ERROR_STOP=1 postgres $*"
 }
 
-run() {
-	local name=$1 t0=$SECONDS
-	shift
-	why=""
-	say "$name ..."
-	if "$@"; then pass "$name ($((SECONDS - t0)) s)"; else fail "$name" "${why:-failed}"; fi
-}
 
 t_initdb() {
 	in_pool_pg "'$pgbin/initdb' -D /pm/data -N -A trust" >"$WORK/initdb.out" 2>&1 ||

@@ -513,17 +513,6 @@ space_back() {
 	say "free space: $1 before, $2 after"
 }
 
-run() {
-	local name=$1 t0=$SECONDS
-	shift
-	why=""
-	say "$name ..."
-	if "$@"; then
-		pass "$name ($((SECONDS - t0)) s)"
-	else
-		fail "$name" "${why:-failed}"
-	fi
-}
 
 # A check that fails for a limitation the front end documents: reported as XFAIL
 # (not counted), and as XPASS once it works.
