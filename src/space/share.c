@@ -287,7 +287,7 @@ static int map_share(struct pool_share *s, int fd, int fresh, const char *pool_p
 		     const char *name)
 {
 	size_t len = share_len();
-	if (fresh && ftruncate(fd, 0) == 0 && ftruncate(fd, (off_t)len) != 0)
+	if (fresh && (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)len) != 0))
 		return fr_err(-errno, "%s: cannot size %s: %s", pool_path, name, strerror(errno));
 	struct stat st;
 	if (fstat(fd, &st) || (uint64_t)st.st_size != len)
@@ -393,6 +393,14 @@ int share_attach(struct pool *p, const struct stat *pst)
 	}
 	s->start = proc_start(s->pid);
 	s->wseen = __atomic_load_n(&s->f->wseq, __ATOMIC_ACQUIRE); /* it has no window yet */
+	/* The turn in our own pid is our image before an exec's: idle, it is
+	 * free; with calls inside, those died with the exec, and the turn is
+	 * left to a holder no process is (pid 0), which the next taker takes
+	 * over as from one that died inside a call (H3). */
+	uint32_t v = __atomic_load_n(&s->f->turn, __ATOMIC_SEQ_CST);
+	if (TURN_PID(v) == s->pid)
+		__atomic_compare_exchange_n(&s->f->turn, &v, TURN_CALLS(v) ? 1 : 0, 0,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&reg_lock);
 	s->next = reg;
 	reg = s;
