@@ -65,7 +65,7 @@
 #include "space/space.h"
 
 #define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
-#define SHARE_VERSION 2
+#define SHARE_VERSION 3
 #define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
 #define SHARE_WRING   4096	 /* window changes a process may fall behind by */
 
@@ -84,8 +84,8 @@ struct share_ino {
 };
 
 struct share_proc {
-	uint32_t pid; /* 0: free */
-	uint32_t pad;
+	uint32_t pid;  /* 0: free */
+	uint32_t held; /* bits this slot has set in the inode table */
 	uint64_t start;
 };
 
@@ -102,7 +102,8 @@ struct share_file {
 	uint64_t takeovers;    /* turns taken from a dead process inside a call */
 	uint64_t reaped;       /* slots of dead processes given back */
 	uint32_t nino, live;
-	uint64_t wseq; /* window changes noted so far (H2) */
+	uint64_t nmaps; /* map bits set in the inode table */
+	uint64_t wseq;	/* window changes noted so far (H2) */
 	struct {
 		uint64_t w, n;
 	} wring[SHARE_WRING];
@@ -607,9 +608,12 @@ static void slot_reap(struct share_file *f, int k)
 {
 	uint64_t bit = 1ULL << (k % 64);
 	int w = k / 64;
-	for (uint32_t i = 0; i < SHARE_INOS;) {
+	/* (a process that closed what it opened holds nothing: no scan) */
+	for (uint32_t i = 0; i < SHARE_INOS && f->procs[k].held;) {
 		struct share_ino *e = &f->ino[i];
 		if (e->ino && ((e->open[w] | e->map[w]) & bit)) {
+			f->procs[k].held -= ((e->open[w] & bit) != 0) + ((e->map[w] & bit) != 0);
+			f->nmaps -= (e->map[w] & bit) != 0;
 			e->open[w] &= ~bit;
 			e->map[w] &= ~bit;
 			if (ino_unheld(e)) {
@@ -620,6 +624,7 @@ static void slot_reap(struct share_file *f, int k)
 		i++;
 	}
 	f->procs[k].start = 0;
+	f->procs[k].held = 0;
 	__atomic_store_n(&f->procs[k].pid, 0, __ATOMIC_RELEASE);
 	f->reaped++;
 	lk_release_slot((struct lk_table *)((char *)f + locks_off()), k);
@@ -709,10 +714,14 @@ int share_ino_add(struct pool_share *s, uint64_t ino, int kind, int delta)
 		return delta > 0 ? -ENFILE : 0;
 	uint64_t *words = kind == SHARE_MAPS ? e->map : e->open;
 	uint64_t bit = 1ULL << (s->slot % 64);
-	if (delta > 0)
+	int had = (words[s->slot / 64] & bit) != 0, has = delta > 0;
+	if (has)
 		words[s->slot / 64] |= bit;
 	else
 		words[s->slot / 64] &= ~bit;
+	s->f->procs[s->slot].held += (uint32_t)(has - had); /* what slot_reap must scan for */
+	if (kind == SHARE_MAPS)
+		s->f->nmaps += (uint64_t)(has - had);
 	int n = holders(words);
 	if (ino_unheld(e))
 		ino_remove(s->f, e);
@@ -770,14 +779,7 @@ int share_ino_others(struct pool_share *s, uint64_t ino, int kind)
 
 int share_any_maps(struct pool_share *s)
 {
-	if (!s)
-		return 0;
-	for (uint32_t i = 0; i < SHARE_INOS; i++)
-		if (s->f->ino[i].ino)
-			for (int w = 0; w < PROC_WORDS; w++)
-				if (s->f->ino[i].map[w])
-					return 1;
-	return 0;
+	return s && __atomic_load_n(&s->f->nmaps, __ATOMIC_RELAXED) != 0;
 }
 
 uint64_t share_takeovers(struct pool_share *s)
