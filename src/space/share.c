@@ -65,7 +65,7 @@
 #include "space/space.h"
 
 #define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
-#define SHARE_VERSION 3
+#define SHARE_VERSION 4
 #define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
 #define SHARE_WRING   4096	 /* window changes a process may fall behind by */
 
@@ -99,8 +99,6 @@ struct share_file {
 	uint32_t holder_pid;
 	uint32_t pad;
 	uint64_t holder_start; /* holder_pid's start time (/proc/pid/stat) */
-	uint64_t takeovers;    /* turns taken from a dead process inside a call */
-	uint64_t reaped;       /* slots of dead processes given back */
 	uint32_t nino, live;
 	uint64_t nmaps; /* map bits set in the inode table */
 	uint64_t wseq;	/* window changes noted so far (H2) */
@@ -524,7 +522,6 @@ static int turn_take(struct pool_share *s, int why)
 		if (r == -1 && errno == ETIMEDOUT && holder_gone(f, TURN_PID(v)) &&
 		    take(s, &v, 1)) {
 			s->prev = TURN_PID(v);
-			__atomic_add_fetch(&f->takeovers, 1, __ATOMIC_RELAXED);
 			why |= SHARE_OTHER | SHARE_DEAD;
 			if (!fork_wait(s))
 				return why;
@@ -626,7 +623,6 @@ static void slot_reap(struct share_file *f, int k)
 	f->procs[k].start = 0;
 	f->procs[k].held = 0;
 	__atomic_store_n(&f->procs[k].pid, 0, __ATOMIC_RELEASE);
-	f->reaped++;
 	lk_release_slot((struct lk_table *)((char *)f + locks_off()), k);
 }
 
@@ -780,9 +776,4 @@ int share_ino_others(struct pool_share *s, uint64_t ino, int kind)
 int share_any_maps(struct pool_share *s)
 {
 	return s && __atomic_load_n(&s->f->nmaps, __ATOMIC_RELAXED) != 0;
-}
-
-uint64_t share_takeovers(struct pool_share *s)
-{
-	return s ? __atomic_load_n(&s->f->takeovers, __ATOMIC_RELAXED) : 0;
 }

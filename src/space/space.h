@@ -91,8 +91,6 @@ void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n);
  * changed to tell (drop every window). */
 int share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t w, uint64_t n),
 			  void *arg);
-/* Turns taken from processes that died inside a call. */
-uint64_t share_takeovers(struct pool_share *s);
 /* The shared lock table, and this process's slot (-1 if it has none). */
 struct lk_table *share_locks(struct pool_share *s);
 int share_slot(struct pool_share *s);

@@ -87,13 +87,20 @@ struct pingpong {
 	int to_child[2], to_parent[2];
 };
 
-static int pingpong_child(void *arg)
+/* A child's side of the pipes, and a mount of its own. */
+static ferrite_fs *child_mount(struct pingpong *pp)
 {
-	struct pingpong *pp = arg;
 	close(pp->to_child[1]);
 	close(pp->to_parent[0]);
 	ferrite_fs *fs;
-	if (ferrite_mount(pool, NULL, &fs))
+	return ferrite_mount(pool, NULL, &fs) ? NULL : fs;
+}
+
+static int pingpong_child(void *arg)
+{
+	struct pingpong *pp = arg;
+	ferrite_fs *fs = child_mount(pp);
+	if (!fs)
 		return -1;
 	for (int i = 0; i < 50; i++) {
 		char a[64], b[64];
@@ -184,10 +191,8 @@ static int c_fork_inherits(void)
 static int orphan_child(void *arg)
 {
 	struct pingpong *pp = arg;
-	close(pp->to_child[1]);
-	close(pp->to_parent[0]);
-	ferrite_fs *fs;
-	if (ferrite_mount(pool, NULL, &fs) || write_all(fs, "/orphan", 9, ORPHAN_LEN, 0))
+	ferrite_fs *fs = child_mount(pp);
+	if (!fs || write_all(fs, "/orphan", 9, ORPHAN_LEN, 0))
 		return -1;
 	int fd = ferrite_open(fs, "/orphan", O_RDONLY, 0);
 	if (fd < 0)
@@ -236,10 +241,8 @@ static int c_orphan_shared(void)
 static int locks_child(void *arg)
 {
 	struct pingpong *pp = arg;
-	close(pp->to_child[1]);
-	close(pp->to_parent[0]);
-	ferrite_fs *fs;
-	if (ferrite_mount(pool, NULL, &fs))
+	ferrite_fs *fs = child_mount(pp);
+	if (!fs)
 		return 10;
 	int fd = ferrite_open(fs, "/locked", O_RDWR, 0);
 	if (fd < 0)
@@ -321,10 +324,8 @@ static int c_locks(void)
 static int mapper_child(void *arg)
 {
 	struct pingpong *pp = arg;
-	close(pp->to_child[1]);
-	close(pp->to_parent[0]);
-	ferrite_fs *fs;
-	if (ferrite_mount(pool, NULL, &fs))
+	ferrite_fs *fs = child_mount(pp);
+	if (!fs)
 		return 10;
 	int fd = ferrite_open(fs, "/mapped", O_RDWR, 0);
 	void *m = NULL;
