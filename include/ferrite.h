@@ -293,6 +293,21 @@ FERRITE_API int ferrite_fdopendir(ferrite_fs *fs, int fd, ferrite_dir **out);
 FERRITE_API int ferrite_getfl(ferrite_fs *fs, int fd);
 FERRITE_API int ferrite_setfl(ferrite_fs *fs, int fd, int flags);
 
+/* An open file description passed to another process across exec or spawn
+ * (docs/contracts.md "Processes"); what fork passes needs none of this.
+ * FERRITE_FD_EXPORT: *token names fd's description, which stays shareable
+ * while this process holds it. FERRITE_FD_IMPORT, in the other process (the
+ * new image after exec, or a spawned child): fd, just opened on the same
+ * file, becomes that description -- one offset, status flags and flock/OFD
+ * locks with every process holding it; -ESTALE if no process holds it any
+ * more (fd keeps its own). FERRITE_FD_PRUNE (fd -1), after the imports of a
+ * new image: descriptions its image before exec held that no descriptor
+ * names now are let go. -EOPNOTSUPP on a pool held alone (tiered pools). */
+#define FERRITE_FD_EXPORT 1
+#define FERRITE_FD_IMPORT 2
+#define FERRITE_FD_PRUNE  3
+FERRITE_API int ferrite_fd_share(ferrite_fs *fs, int fd, int op, uint32_t *token);
+
 /* Advisory locks, as fcntl(2) and flock(2) give them, seen by every process
  * that has the pool mounted: cmd is F_GETLK, F_SETLK, F_SETLKW or an F_OFD_
  * form. A record lock belongs to the process (a forked child does not

@@ -369,6 +369,13 @@ int ferrite_getfl(ferrite_fs *fs, int fd)
 	return OPS(fs)->getfl(fs, fd);
 }
 
+int ferrite_fd_share(ferrite_fs *fs, int fd, int op, uint32_t *token)
+{
+	if (op < FERRITE_FD_EXPORT || op > FERRITE_FD_PRUNE || (op != FERRITE_FD_PRUNE && !token))
+		return fr_err_finish(fr_err(-EINVAL, "unknown operation or no token"));
+	return OPS(fs)->fd_share(fs, fd, op, token);
+}
+
 int ferrite_setfl(ferrite_fs *fs, int fd, int flags)
 {
 	return OPS(fs)->setfl(fs, fd, flags);

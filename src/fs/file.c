@@ -177,7 +177,9 @@ static int32_t lock_slot(ferrite_fs *fs)
 void of_put(ferrite_fs *fs, struct ofile *of)
 {
 	if (vfs_file_unref(&of->f)) {
-		if (of->f.lock_id) { /* its OFD and flock locks go with it */
+		/* held by other processes too: the description lives on there */
+		int gone = !of->f.sd || share_desc_drop(fs->m.pool.share, of->f.sd);
+		if (gone && of->f.lock_id) { /* its OFD and flock locks go with it */
 			pthread_mutex_lock(&fs->lk_mutex);
 			vfs_lock_file_gone(lock_table(fs), &of->f);
 			pthread_mutex_unlock(&fs->lk_mutex);
@@ -356,7 +358,9 @@ int pmfs_getfl(ferrite_fs *fs, int fd)
 	struct ofile *of = fd_get(fs, fd);
 	if (!of)
 		API_RETURN(-EBADF);
-	int fl = __atomic_load_n(&of->f.flags, __ATOMIC_RELAXED) & ~O_CLOEXEC;
+	pthread_mutex_lock(&of->f.pos_lock);
+	int fl = vfs_file_flags(&of->f) & ~O_CLOEXEC;
+	pthread_mutex_unlock(&of->f.pos_lock);
 	of_put(fs, of);
 	API_RETURN(fl);
 }
@@ -376,7 +380,7 @@ int pmfs_setfl(ferrite_fs *fs, int fd, int flags)
 		pthread_mutex_lock(&of->f.pos_lock);
 		int fl =
 		    (of->f.flags & ~(O_APPEND | O_NONBLOCK)) | (flags & (O_APPEND | O_NONBLOCK));
-		__atomic_store_n(&of->f.flags, fl, __ATOMIC_RELAXED);
+		vfs_file_set_flags(&of->f, fl);
 		pthread_mutex_unlock(&of->f.pos_lock);
 	}
 	of_put(fs, of);
@@ -486,7 +490,7 @@ static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 		int use_pos = off < 0;
 		if (use_pos) {
 			pthread_mutex_lock(&of->f.pos_lock);
-			off = of->f.pos;
+			off = vfs_file_pos(&of->f);
 		}
 		for (int i = 0; i < iovcnt; i++) {
 			if (!iov[i].iov_len)
@@ -504,7 +508,7 @@ static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 		}
 		if (use_pos) {
 			if (done > 0)
-				of->f.pos = off + done;
+				vfs_file_set_pos(&of->f, off + done);
 			pthread_mutex_unlock(&of->f.pos_lock);
 		}
 	}
@@ -528,15 +532,15 @@ static ssize_t do_write(ferrite_fs *fs, int fd, const struct iovec *iov, int iov
 		n = -EBADF;
 	} else {
 		int use_pos = off < 0;
-		int append = of->f.flags & O_APPEND;
 		if (use_pos)
 			pthread_mutex_lock(&of->f.pos_lock);
-		int64_t at = append ? -1 : (use_pos ? of->f.pos : off);
+		int append = vfs_file_flags(&of->f) & O_APPEND;
+		int64_t at = append ? -1 : (use_pos ? vfs_file_pos(&of->f) : off);
 		int64_t end = 0;
 		n = dp_write(fs, of->vn->ino, iov, iovcnt, at, &end);
 		if (use_pos) {
 			if (n > 0)
-				of->f.pos = end;
+				vfs_file_set_pos(&of->f, end);
 			pthread_mutex_unlock(&of->f.pos_lock);
 		}
 	}
@@ -611,7 +615,7 @@ off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 		base = 0;
 		break;
 	case SEEK_CUR:
-		base = of->f.pos;
+		base = vfs_file_pos(&of->f);
 		break;
 	case SEEK_END:
 		base = (int64_t)ino_ptr(fs, ino)->i_size;
@@ -635,7 +639,7 @@ off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 		res = base + offset;
 	}
 	if (res >= 0)
-		of->f.pos = res;
+		vfs_file_set_pos(&of->f, res);
 	pthread_mutex_unlock(&of->f.pos_lock);
 	of_put(fs, of);
 	return finish_ss(res);

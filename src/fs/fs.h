@@ -322,6 +322,8 @@ int mm_lock_if_unmapped(ferrite_fs *fs);
 void mm_unlock(ferrite_fs *fs);
 /* compact.c: the space layer's compaction request, run while quiet. */
 void fs_compact_quiet(void *arg);
+/* procs.c: a forked child holds what the process has (share.c's fork hook). */
+void fs_procs_init(ferrite_fs *fs);
 int mm_punch(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 void dirstream_close_all(ferrite_fs *fs);
 

@@ -157,6 +157,7 @@ int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int v
 			goto fail;
 		fs->m.sp.compact_arg = fs;
 		fs->m.sp.compact_fn = fs_compact_quiet;
+		fs_procs_init(fs);
 	}
 	*out = fs;
 	return 0;

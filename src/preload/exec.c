@@ -16,7 +16,11 @@
  *             E3 a forked child passes its descriptors and working
  *               directory as any process does; only one of a tiered pool's
  *               holder (C2 in core.c) passes nothing: its inheritable pool
- *               descriptors are marked close-on-exec with a warning.
+ *               descriptors are marked close-on-exec with a warning;
+ *             E4 a description another process still holds (the parent of
+ *               a forked child that execs, a spawner) is the same one after
+ *               exec: offset, status flags and flock locks are shared
+ *               (ferrite_fd_share), as the kernel's are.
  */
 #include <fcntl.h>
 #include <stdarg.h>
@@ -42,7 +46,7 @@ struct rec {
 	uint64_t ino;
 	uint64_t id;
 	uint32_t pathlen;
-	uint32_t pad;
+	uint32_t share; /* ferrite_fd_share token: the description itself, 0 none */
 };
 
 struct hdr {
@@ -57,6 +61,7 @@ struct buf {
 	int err;
 	int skipped; /* descriptors we could not describe */
 	int count;
+	int any; /* pool descriptors, inheritable or not */
 };
 
 static void put(struct buf *b, const void *d, size_t n)
@@ -86,6 +91,7 @@ static int inheritable(int fd)
 static void describe(int fd, struct sh_file *f, void *arg)
 {
 	struct buf *b = arg;
+	b->any++;
 	if (!inheritable(fd))
 		return;
 	struct rec r = {0};
@@ -98,6 +104,9 @@ static void describe(int fd, struct sh_file *f, void *arg)
 	r.ino = f->ino;
 	r.id = (uint64_t)(uintptr_t)f;
 	r.pathlen = f->path ? (uint32_t)strlen(f->path) : 0;
+	uint32_t token = 0; /* a pool held alone shares nothing: offset only */
+	if (SH_CALL(ferrite_fd_share(FS, f->ffd, FERRITE_FD_EXPORT, &token)) == 0)
+		r.share = token;
 	put(b, &r, sizeof(r));
 	put(b, f->path ? f->path : "", r.pathlen);
 	b->count++;
@@ -146,7 +155,10 @@ void sh_exec_prepare(char *const envp[], struct sh_prep *pr)
 	put(&b, &h, sizeof(h));
 	put(&b, cwd, h.cwdlen);
 	sh_for_each(describe, &b);
-	if (b.err || (!b.count && !has_cwd)) {
+	/* with pool descriptors that are all close-on-exec, the new image
+	 * still mounts: it lets go of their descriptions (FERRITE_FD_PRUNE),
+	 * which this image, or a parent for it, may have shared */
+	if (b.err || (!b.count && !has_cwd && !b.any)) {
 		free(b.p);
 		return;
 	}
@@ -376,8 +388,13 @@ static void restore_one(ferrite_fs *fs, const struct rec *r, const char *path,
 		ffd = -1;
 		why = "the file was unlinked or replaced";
 	}
+	/* the description itself if a process still holds it (E4), else one
+	 * with the offset it had */
+	uint32_t token = r->share;
+	int joined =
+	    ffd >= 0 && token && SH_CALL(ferrite_fd_share(fs, ffd, FERRITE_FD_IMPORT, &token)) == 0;
 	struct sh_file *f = ffd >= 0 ? sh_file_new(ffd, r->flags, path) : NULL;
-	if (f && (r->off && S_ISREG(st.st_mode)))
+	if (f && !joined && (r->off && S_ISREG(st.st_mode)))
 		SH_CALL(ferrite_lseek(fs, ffd, r->off, SEEK_SET));
 	if (!f || sh_adopt(r->fd, f)) {
 		if (f)
@@ -451,6 +468,8 @@ void sh_exec_restore(void)
 			fprintf(stderr, "ferrite: the working directory %s%s is gone after exec\n",
 				sh_cfg.prefix, cwd);
 	}
+	if (fs) /* what the image before held and passed on to no descriptor */
+		SH_CALL(ferrite_fd_share(fs, -1, FERRITE_FD_PRUNE, NULL));
 	free(seen_f);
 	free(seen_id);
 	free(b);

@@ -26,9 +26,9 @@
  *               thread is inside one (vspace.c quiet work), with no program
  *               mapping of a file in the process (the caller checks) -- so
  *               no store can land in a page between its copy and its swap.
- *               A pool is open in one process at a time (pool.c); sharing it
- *               among processes will have to make this quiet moment theirs
- *               too.
+ *               On a pool shared by processes, the turn makes the moment
+ *               every process's, and compaction waits while any process
+ *               maps a file (fs/compact.c, share_any_maps).
  * Cost: a pick reads the allocator's bitmaps and every window's page table,
  *   so it is asked for only when a unit is wanted and none is free while the
  *   pool has room, and backs off (fs/compact.c) when it finds nothing.

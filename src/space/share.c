@@ -37,7 +37,15 @@
  *               later ones only check it, and the last one out removes it.
  *               Attach and that removal are serialised by an exclusive
  *               flock on the coordination file itself; an attacher that
- *               finds its file removed meanwhile opens the name again.
+ *               finds its file removed meanwhile opens the name again;
+ *             H6 a slot is a process's (pid, start time), free, or
+ *               reserved by a forking parent for its child (forkling), which
+ *               the child takes over inside fork; what the child inherits is
+ *               marked as held by that slot before the fork, so nothing it
+ *               holds can go before it runs. A new image after exec takes
+ *               its old image's slot (same pid and start time), keeping its
+ *               record locks and descriptions (share_desc.c) but not its
+ *               inode holds.
  * Validation: the coordination file is untrusted: it must be a regular
  *   file of ours or of the pool's owner, no more writable than the pool,
  *   name the pool's device and inode, and have the expected size; a turn
@@ -62,68 +70,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "space/space.h"
-
-#define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
-#define SHARE_VERSION 4
-#define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
-#define SHARE_WRING   4096	 /* window changes a process may fall behind by */
-
-#define TURN_SHIFT    10
-#define TURN_INSIDE   ((1u << TURN_SHIFT) - 1)
-#define TURN_PID(v)   ((v) >> TURN_SHIFT)
-#define TURN_CALLS(v) ((v)&TURN_INSIDE)
-
-#define SHARE_PROCS 128 /* processes with the pool open at once */
-#define PROC_WORDS  (SHARE_PROCS / 64)
-
-struct share_ino {
-	uint64_t ino;		   /* 0: empty */
-	uint64_t open[PROC_WORDS]; /* bit i: process slot i has a vnode of it */
-	uint64_t map[PROC_WORDS];  /* bit i: process slot i maps it */
-};
-
-struct share_proc {
-	uint32_t pid;  /* 0: free */
-	uint32_t held; /* bits this slot has set in the inode table */
-	uint64_t start;
-};
-
-struct share_file {
-	uint64_t magic;
-	uint64_t version;
-	uint64_t pool_dev, pool_ino;
-	uint64_t size;
-	uint32_t turn;	  /* futex word: holder pid << TURN_SHIFT | calls inside */
-	uint32_t waiters; /* processes waiting for the turn */
-	uint32_t holder_pid;
-	uint32_t pad;
-	uint64_t holder_start; /* holder_pid's start time (/proc/pid/stat) */
-	uint32_t nino, live;
-	uint64_t nmaps; /* map bits set in the inode table */
-	uint64_t wseq;	/* window changes noted so far (H2) */
-	struct {
-		uint64_t w, n;
-	} wring[SHARE_WRING];
-	struct share_proc procs[SHARE_PROCS];
-	struct share_ino ino[];
-};
-
-struct pool_share {
-	struct share_file *f;
-	size_t len;
-	uint32_t pid; /* of the process that attached, or of a forked child */
-	uint64_t start;
-	uint64_t dev, ino;
-	int slot;	   /* in f->procs, -1 until the first call */
-	uint32_t prev;	   /* the pid turn_take took the turn from, 0 none */
-	uint64_t wseen;	   /* window changes this process has dropped (H2) */
-	int forked;	   /* a forked child that has not entered yet */
-	uint32_t attacher; /* the process that attached (not a forked child) */
-	uint64_t file_ino; /* of the coordination file */
-	char name[112];	   /* and its path */
-	struct pool_share *next;
-};
+#include "space/share_impl.h"
 
 /* this process's attachments: one per pool (a second mount is refused) */
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -166,24 +113,53 @@ static uint64_t proc_start(uint32_t pid)
 
 /* fork: no thread of this process is inside a call while fork copies the
  * process (its locks would stay locked in the child): a thread that enters
- * meanwhile steps out again until fork is over (turn_take). */
+ * meanwhile steps out again until fork is over (turn_take). The thread that
+ * forks then takes the turn itself, reserves a slot for the child and lets
+ * the fork hook make the child hold what it inherits (vnodes, descriptions:
+ * share_desc.c), so that nothing the child holds can go before it runs. */
 static int forking;
+static __thread int fork_thread; /* this thread prepares a fork: it may enter */
+
+static int turn_take(struct pool_share *s, int why);
+static int slot_reserve(struct pool_share *s);
+static void take_reserved(struct pool_share *s, uint32_t me);
+
+static void fork_reserve(struct pool_share *s)
+{
+	s->child_slot = -1;
+	if (s->slot < 0 || !s->fork_hook)
+		return; /* it holds nothing yet: neither does the child */
+	fork_thread = 1;
+	int why = turn_take(s, 0);
+	fork_thread = 0;
+	/* for the next call of parent and child alike: both map what the
+	 * parent mapped */
+	__atomic_or_fetch(&s->pending_why, why, __ATOMIC_SEQ_CST);
+	s->child_slot = slot_reserve(s);
+	if (s->child_slot >= 0)
+		s->fork_hook(s->fork_arg, s->child_slot);
+	share_leave(s);
+}
 
 static void before_fork(void)
 {
 	__atomic_store_n(&forking, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&reg_lock);
-	for (struct pool_share *s = reg; s; s = s->next)
+	for (struct pool_share *s = reg; s; s = s->next) {
 		for (;;) {
 			uint32_t v = __atomic_load_n(&s->f->turn, __ATOMIC_SEQ_CST);
 			if (TURN_PID(v) != s->pid || TURN_CALLS(v) == 0)
 				break;
 			sched_yield();
 		}
+		fork_reserve(s);
+	}
 }
 
 static void after_fork_parent(void)
 {
+	for (struct pool_share *s = reg; s; s = s->next)
+		s->child_slot = -1; /* a fork that failed leaves it to expire */
 	pthread_mutex_unlock(&reg_lock);
 	__atomic_store_n(&forking, 0, __ATOMIC_SEQ_CST);
 }
@@ -192,12 +168,8 @@ static void after_fork_child(void)
 {
 	__atomic_store_n(&forking, 0, __ATOMIC_SEQ_CST);
 	uint32_t me = (uint32_t)getpid();
-	for (struct pool_share *s = reg; s; s = s->next) {
-		s->pid = me;
-		s->start = 0; /* read at the first call, if any */
-		s->forked = 1;
-		s->slot = -1;
-	}
+	for (struct pool_share *s = reg; s; s = s->next)
+		take_reserved(s, me);
 	pthread_mutex_init(&reg_lock, NULL);
 }
 
@@ -336,6 +308,7 @@ int share_attach(struct pool *p, const struct stat *pst)
 	s->ino = pst->st_ino;
 	s->pid = (uint32_t)getpid();
 	s->slot = -1;
+	s->child_slot = -1;
 	s->attacher = s->pid;
 	char *name = s->name;
 	int fd, rc = 0;
@@ -408,7 +381,6 @@ int share_attach(struct pool *p, const struct stat *pst)
 	return 0;
 }
 
-static int turn_take(struct pool_share *s, int why);
 static void slot_reap(struct share_file *f, int k);
 
 void share_detach(struct pool *p)
@@ -470,7 +442,7 @@ static int take(struct pool_share *s, uint32_t *v, uint32_t calls)
  * and waits for it (returns 1: try again). */
 static int fork_wait(struct pool_share *s)
 {
-	if (!__atomic_load_n(&forking, __ATOMIC_SEQ_CST))
+	if (fork_thread || !__atomic_load_n(&forking, __ATOMIC_SEQ_CST))
 		return 0;
 	share_leave(s);
 	while (__atomic_load_n(&forking, __ATOMIC_SEQ_CST))
@@ -564,14 +536,6 @@ static struct share_ino *ino_find(struct share_file *f, uint64_t ino, int add)
 	return NULL;
 }
 
-static int holders(const uint64_t words[PROC_WORDS])
-{
-	int n = 0;
-	for (int w = 0; w < PROC_WORDS; w++)
-		n += __builtin_popcountll(words[w]);
-	return n;
-}
-
 static int ino_unheld(const struct share_ino *e)
 {
 	uint64_t any = 0;
@@ -599,9 +563,8 @@ static void ino_remove(struct share_file *f, struct share_ino *e)
 	}
 }
 
-/* Gives slot k back: the process is gone (or is an image this process
- * replaced by exec). What it held is held by one process less. */
-static void slot_reap(struct share_file *f, int k)
+/* Slot k's inode holds go: what it held is held by one process less. */
+static void slot_drop_inodes(struct share_file *f, int k)
 {
 	uint64_t bit = 1ULL << (k % 64);
 	int w = k / 64;
@@ -620,10 +583,49 @@ static void slot_reap(struct share_file *f, int k)
 		}
 		i++;
 	}
-	f->procs[k].start = 0;
 	f->procs[k].held = 0;
+}
+
+/* Gives slot k back: its process is gone, or never came (a fork that
+ * failed). What it held is held by one process less. */
+static void slot_reap(struct share_file *f, int k)
+{
+	slot_drop_inodes(f, k);
+	desc_reap_slot(f, k);
+	f->procs[k].start = 0;
 	__atomic_store_n(&f->procs[k].pid, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->procs[k].forkling, 0, __ATOMIC_RELEASE);
 	lk_release_slot((struct lk_table *)((char *)f + locks_off()), k);
+}
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* A slot reserved for a child being forked: the child takes it over at
+ * once, in fork itself, so a reservation still there after a second is a
+ * fork that failed (or a child killed before it ran a line). */
+static int reserved(struct share_file *f, int k)
+{
+	if (!__atomic_load_n(&f->procs[k].forkling, __ATOMIC_ACQUIRE))
+		return 0;
+	return now_ns() - f->procs[k].reserved_at < 1000000000u;
+}
+
+int slot_reap_if_gone(struct pool_share *s, int k)
+{
+	struct share_file *f = s->f;
+	if (k == s->slot || reserved(f, k))
+		return 0;
+	uint32_t pid = __atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE);
+	if (pid && proc_start(pid) == f->procs[k].start)
+		return 0;
+	slot_reap(f, k);
+	__atomic_or_fetch(&s->pending_why, SHARE_REAPED, __ATOMIC_SEQ_CST);
+	return 1;
 }
 
 int share_reap_slot(struct pool_share *s, int32_t slot)
@@ -645,28 +647,120 @@ int share_reap_slot(struct pool_share *s, int32_t slot)
 static int slot_claim(struct pool_share *s)
 {
 	struct share_file *f = s->f;
-	int why = 0, mine = -1;
+	int why = 0, mine = -1, image = -1;
 	for (int k = 0; k < SHARE_PROCS; k++) {
-		uint32_t pid = f->procs[k].pid;
-		if (!pid) {
+		if (reserved(f, k))
+			continue;
+		uint32_t pid = __atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE);
+		if (!pid && !f->procs[k].forkling) {
 			if (mine < 0)
 				mine = k;
 			continue;
 		}
-		uint64_t start = proc_start(pid);
-		if (!start || start != f->procs[k].start || pid == s->pid) {
+		uint64_t start = pid ? proc_start(pid) : 0;
+		if (pid == s->pid && start == f->procs[k].start && image < 0) {
+			/* our image before exec: its descriptions may be passed
+			 * on (share_desc_adopt) and its record locks stay, as
+			 * exec keeps them; its vnodes are gone */
+			if (f->procs[k].held)
+				why |= SHARE_REAPED;
+			slot_drop_inodes(f, k);
+			image = k;
+		} else if (!start || start != f->procs[k].start || pid == s->pid) {
 			slot_reap(f, k);
 			why |= SHARE_REAPED;
 			if (mine < 0)
 				mine = k;
 		}
 	}
-	if (mine >= 0) {
+	if (image >= 0) {
+		mine = image;
+	} else if (mine >= 0) {
 		f->procs[mine].start = s->start;
-		f->procs[mine].pid = s->pid;
+		f->procs[mine].descs = 0;
+		__atomic_store_n(&f->procs[mine].pid, s->pid, __ATOMIC_RELEASE);
 	}
 	s->slot = mine;
 	return why;
+}
+
+/* ---- fork: the child holds what it inherits from the start ------------------------- */
+
+/* Under the turn, in the parent: a slot for the child, which holds what the
+ * parent's fork hook gives it. The child fills in its pid (take_reserved). */
+static int slot_reserve(struct pool_share *s)
+{
+	struct share_file *f = s->f;
+	/* a free slot first: a fork reads no /proc entry of other processes */
+	int k = 0;
+	while (k < SHARE_PROCS && (f->procs[k].pid || f->procs[k].forkling))
+		k++;
+	for (k = k < SHARE_PROCS ? k : 0; k < SHARE_PROCS; k++) {
+		if (reserved(f, k))
+			continue;
+		uint32_t pid = __atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE);
+		if (pid) {
+			uint64_t start = proc_start(pid);
+			if (start && start == f->procs[k].start)
+				continue;
+		}
+		if (pid || f->procs[k].forkling) {
+			slot_reap(f, k);
+			s->pending_why |= SHARE_REAPED;
+		}
+		f->procs[k].held = 0;
+		f->procs[k].descs = 0;
+		f->procs[k].start = 0;
+		f->procs[k].reserved_at = now_ns();
+		__atomic_store_n(&f->procs[k].forkling, s->pid, __ATOMIC_RELEASE);
+		return k;
+	}
+	return -1;
+}
+
+/* In the child, before it runs a line of its own: the reserved slot is its. */
+static void take_reserved(struct pool_share *s, uint32_t me)
+{
+	struct share_file *f = s->f;
+	int k = s->child_slot;
+	s->child_slot = -1;
+	s->pid = me;
+	s->start = proc_start(me);
+	if (k < 0) { /* none was free: a slot at the first call, holding nothing */
+		s->slot = -1;
+		s->forked = 1;
+		return;
+	}
+	f->procs[k].start = s->start;
+	__atomic_store_n(&f->procs[k].pid, me, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->procs[k].forkling, 0, __ATOMIC_RELEASE);
+	s->slot = k;
+	s->forked = 0;
+}
+
+void share_set_fork_hook(struct pool_share *s, void (*hook)(void *arg, int child_slot), void *arg)
+{
+	if (!s)
+		return;
+	s->fork_hook = hook;
+	s->fork_arg = arg;
+}
+
+void share_ino_hold(struct pool_share *s, int slot, uint64_t ino, int kind)
+{
+	if (!s || slot < 0 || slot >= SHARE_PROCS)
+		return;
+	struct share_ino *e = ino_find(s->f, ino, 1);
+	if (!e)
+		return; /* full: the child counts as not holding it */
+	uint64_t *words = kind == SHARE_MAPS ? e->map : e->open;
+	uint64_t bit = 1ULL << (slot % 64);
+	if (words[slot / 64] & bit)
+		return;
+	words[slot / 64] |= bit;
+	s->f->procs[slot].held++;
+	if (kind == SHARE_MAPS)
+		s->f->nmaps++;
 }
 
 /* Gives back the slots of pid if it is gone (H4). */
@@ -692,6 +786,7 @@ int share_enter(struct pool_share *s)
 		why |= SHARE_FORKED;
 	}
 	why = turn_take(s, why);
+	why |= __atomic_exchange_n(&s->pending_why, 0, __ATOMIC_SEQ_CST);
 	if (s->slot < 0)
 		why |= slot_claim(s);
 	else if (s->prev && s->prev != s->pid)
@@ -718,7 +813,7 @@ int share_ino_add(struct pool_share *s, uint64_t ino, int kind, int delta)
 	s->f->procs[s->slot].held += (uint32_t)(has - had); /* what slot_reap must scan for */
 	if (kind == SHARE_MAPS)
 		s->f->nmaps += (uint64_t)(has - had);
-	int n = holders(words);
+	int n = share_holders(words);
 	if (ino_unheld(e))
 		ino_remove(s->f, e);
 	return n;
@@ -731,7 +826,7 @@ int share_ino_count(struct pool_share *s, uint64_t ino, int kind)
 	struct share_ino *e = ino_find(s->f, ino, 0);
 	if (!e)
 		return 0;
-	return holders(kind == SHARE_MAPS ? e->map : e->open);
+	return share_holders(kind == SHARE_MAPS ? e->map : e->open);
 }
 
 void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n)

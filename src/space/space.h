@@ -97,6 +97,40 @@ int share_slot(struct pool_share *s);
 /* Under the turn: gives back slot if its process is gone (a lock it held
  * blocks someone). SHARE_REAPED if it did. */
 int share_reap_slot(struct pool_share *s, int32_t slot);
+/* fork: the parent reserves a slot for the child under the turn and calls
+ * hook(arg, child_slot) to make the child hold what it inherits
+ * (share_ino_hold, share_desc_hold); the child takes the slot over. */
+void share_set_fork_hook(struct pool_share *s, void (*hook)(void *arg, int child_slot), void *arg);
+/* Under the turn (the fork hook): slot holds ino open (or maps it). */
+void share_ino_hold(struct pool_share *s, int slot, uint64_t ino, int kind);
+
+/* An open file description that several processes hold (fork, or passed
+ * across exec and spawn): its offset, status flags and lock owner live
+ * here, read and written only under the turn (share_desc.c). */
+struct share_desc {
+	uint32_t gen;	     /* odd while in use: a token names one use */
+	int32_t flags;	     /* status flags: O_APPEND, O_NONBLOCK */
+	int64_t pos;	     /* the offset */
+	uint64_t lock_id;    /* owner of its OFD and flock locks, 0: none yet */
+	uint64_t holders[2]; /* bit i: process slot i holds it */
+};
+/* Under the turn: a new entry with pos, flags and lock_id that this process
+ * holds; NULL if the table is full or the process has no slot. */
+struct share_desc *share_desc_new(struct pool_share *s, int64_t pos, int flags, uint64_t lock_id);
+/* Under the turn: slot holds d too (a child being forked). */
+void share_desc_hold(struct pool_share *s, struct share_desc *d, int slot);
+/* Under the turn: this process lets go of d; 1 if no process holds it any
+ * more (the description is gone: its locks go). */
+int share_desc_drop(struct pool_share *s, struct share_desc *d);
+/* A token naming d for another process (never 0), and the entry a token
+ * names if that use of it is still held by some process, now held by this
+ * one too (NULL otherwise: it ended meanwhile). */
+uint32_t share_desc_token(struct pool_share *s, const struct share_desc *d);
+struct share_desc *share_desc_adopt(struct pool_share *s, uint32_t token);
+/* Under the turn: this process lets go of every entry it holds that kept()
+ * says no descriptor names (after exec: those of the image before it). */
+void share_desc_prune(struct pool_share *s, int (*kept)(void *arg, const struct share_desc *d),
+		      void *arg);
 
 /* ---- advisory locks (locks.c) ------------------------------------------------ */
 

@@ -277,6 +277,13 @@ int tier_getfl(ferrite_fs *fs, int fd)
 	return TIER_END(fl);
 }
 
+int tier_fd_share(ferrite_fs *fs, int fd, int op, uint32_t *token)
+{
+	BEGIN(fs);
+	(void)t, (void)fd, (void)op, (void)token;
+	return TIER_END(fr_err(-EOPNOTSUPP, "a tiered pool is held by one process"));
+}
+
 int tier_setfl(ferrite_fs *fs, int fd, int flags)
 {
 	BEGIN(fs);

@@ -94,7 +94,8 @@ ssize_t vfs_copy_file_range(const struct vfs_copy_io *io, struct vfs_file *in, m
 		pthread_mutex_lock(&in->pos_lock);
 	if (lock_out)
 		pthread_mutex_lock(&out->pos_lock);
-	int64_t ipos = off_in ? *off_in : in->pos, opos = off_out ? *off_out : out->pos;
+	int64_t ipos = off_in ? *off_in : vfs_file_pos(in),
+		opos = off_out ? *off_out : vfs_file_pos(out);
 	ssize_t done;
 	if (same_file && (uint64_t)ipos < (uint64_t)opos + len &&
 	    (uint64_t)opos < (uint64_t)ipos + len)
@@ -105,11 +106,11 @@ ssize_t vfs_copy_file_range(const struct vfs_copy_io *io, struct vfs_file *in, m
 		if (off_in)
 			*off_in = ipos + done;
 		else
-			in->pos = ipos + done;
+			vfs_file_set_pos(in, ipos + done);
 		if (off_out)
 			*off_out = opos + done;
 		else
-			out->pos = opos + done;
+			vfs_file_set_pos(out, opos + done);
 	}
 	if (lock_out)
 		pthread_mutex_unlock(&out->pos_lock);

@@ -6,9 +6,11 @@
  * its own lock; refs is atomic.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "space/space.h"
 #include "util/util.h"
 #include "vfs/vfs.h"
 
@@ -20,7 +22,47 @@ void vfs_file_init(struct vfs_file *f, int flags)
 	f->refs = 1;
 	f->pos = 0;
 	f->lock_id = 0;
+	f->sd = NULL;
 	pthread_mutex_init(&f->pos_lock, NULL);
+}
+
+int64_t vfs_file_pos(const struct vfs_file *f)
+{
+	return f->sd ? f->sd->pos : f->pos;
+}
+
+void vfs_file_set_pos(struct vfs_file *f, int64_t pos)
+{
+	if (f->sd)
+		f->sd->pos = pos;
+	f->pos = pos;
+}
+
+#define STATUS_FLAGS (O_APPEND | O_NONBLOCK)
+
+int vfs_file_flags(const struct vfs_file *f)
+{
+	int fl = __atomic_load_n(&f->flags, __ATOMIC_RELAXED);
+	return f->sd ? (fl & ~STATUS_FLAGS) | (f->sd->flags & STATUS_FLAGS) : fl;
+}
+
+void vfs_file_set_flags(struct vfs_file *f, int flags)
+{
+	__atomic_store_n(&f->flags, flags, __ATOMIC_RELAXED);
+	if (f->sd)
+		f->sd->flags = flags;
+}
+
+uint64_t vfs_file_lock_id(struct vfs_file *f, uint64_t *next_id)
+{
+	if (!f->lock_id && f->sd)
+		f->lock_id = f->sd->lock_id; /* set by another holder */
+	if (!f->lock_id) {
+		f->lock_id = ++*next_id;
+		if (f->sd)
+			f->sd->lock_id = f->lock_id;
+	}
+	return f->lock_id;
 }
 
 int vfs_file_unref(struct vfs_file *f)

@@ -13,9 +13,7 @@
 
 static uint64_t ofd_owner(struct vfs_lockctx *c)
 {
-	if (!c->f->lock_id)
-		c->f->lock_id = ++c->tab->next_id; /* under the engine's exclusion */
-	return c->f->lock_id;
+	return vfs_file_lock_id(c->f, &c->tab->next_id); /* under the engine's exclusion */
 }
 
 /* [start, end] of fl, as the kernel computes it (fs/locks.c flock_to_posix_lock). */
@@ -27,7 +25,7 @@ static int fl_range(struct vfs_lockctx *c, const struct flock *fl, int64_t *star
 		base = 0;
 		break;
 	case SEEK_CUR:
-		base = __atomic_load_n(&c->f->pos, __ATOMIC_RELAXED);
+		base = vfs_file_pos(c->f);
 		break;
 	case SEEK_END:
 		base = c->size;

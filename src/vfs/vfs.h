@@ -91,16 +91,29 @@ struct iovec;
 
 /* An open file description, first member of each engine's own (struct
  * ofile, struct tier_ofile): what POSIX says descriptors made by dup share. */
+struct share_desc;
 struct vfs_file {
 	int flags;		  /* open flags; O_APPEND/O_NONBLOCK change (setfl) */
 	int refs;		  /* descriptors + calls in progress; atomic (V3) */
 	pthread_mutex_t pos_lock; /* the position's, for calls that use it */
 	int64_t pos;
 	uint64_t lock_id; /* owner of its OFD and flock locks (locks.c), 0: none yet */
+	/* held by other processes too (fork, exec): the position, the status
+	 * flags and the lock owner are there, under the pool's turn */
+	struct share_desc *sd;
 };
 
 /* Sets flags, one reference (the descriptor about to be installed), pos 0. */
 void vfs_file_init(struct vfs_file *f, int flags);
+/* The position and the flags (status flags from sd when shared); callers
+ * hold pos_lock for the position. */
+int64_t vfs_file_pos(const struct vfs_file *f);
+void vfs_file_set_pos(struct vfs_file *f, int64_t pos);
+int vfs_file_flags(const struct vfs_file *f);
+void vfs_file_set_flags(struct vfs_file *f, int flags);
+/* The owner of f's OFD and flock locks, made on first use (shared: one for
+ * every process); next_id counts them. */
+uint64_t vfs_file_lock_id(struct vfs_file *f, uint64_t *next_id);
 /* Drops a reference; 1 if it was the last (the engine releases its part,
  * then calls vfs_file_fini). */
 int vfs_file_unref(struct vfs_file *f);
@@ -222,6 +235,7 @@ ssize_t vfs_copy_file_range(const struct vfs_copy_io *io, struct vfs_file *in, m
 	  (fs, dirfd, path, mode, rdev))                                                           \
 	X(int, fdopendir, (ferrite_fs * fs, int fd, ferrite_dir **out), (fs, fd, out))             \
 	X(int, getfl, (ferrite_fs * fs, int fd), (fs, fd))                                         \
+	X(int, fd_share, (ferrite_fs * fs, int fd, int op, uint32_t *token), (fs, fd, op, token))  \
 	X(int, setfl, (ferrite_fs * fs, int fd, int flags), (fs, fd, flags))                       \
 	X(int, set_link_prefix, (ferrite_fs * fs, const char *prefix), (fs, prefix))               \
 	X(ssize_t, copy_file_range,                                                                \

@@ -9,6 +9,7 @@
  */
 #include "ft_test.h"
 
+#include <sys/file.h>
 #include <sys/mman.h>
 
 #define MiB (1024ull * 1024)
@@ -180,6 +181,123 @@ static int c_fork_inherits(void)
 	FT_CHECK((b.f_bfree - a.f_bfree) * b.f_frsize >= 5 * MiB,
 		 "closing the unlinked 5 MiB file freed %lld bytes",
 		 (long long)((b.f_bfree - a.f_bfree) * b.f_frsize));
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
+/* ---- a description is one, in every process that holds it ------------------------ */
+
+static int expect_file(ferrite_fs *fs, const char *path, const char *want)
+{
+	char got[64] = "";
+	int fd = ferrite_open(fs, path, O_RDONLY, 0);
+	ssize_t n = fd >= 0 ? ferrite_pread(fs, fd, got, sizeof(got) - 1, 0) : fd;
+	if (fd >= 0)
+		ferrite_close(fs, fd);
+	if (n != (ssize_t)strlen(want) || memcmp(got, want, strlen(want))) {
+		fprintf(stderr, "%s holds \"%.*s\", not \"%s\"\n", path, n > 0 ? (int)n : 0, got,
+			want);
+		return -1;
+	}
+	return 0;
+}
+
+/* A spawned process that mounts the pool itself and imports a description
+ * by token: its writes move the exporter's offset. */
+static int import_child(void *arg)
+{
+	struct pingpong *pp = arg;
+	close(pp->to_child[1]);
+	close(pp->to_parent[0]);
+	uint32_t token;
+	if (read(pp->to_child[0], &token, sizeof(token)) != sizeof(token))
+		return 1;
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs))
+		return 1;
+	int fd = ferrite_open(fs, "/log", O_WRONLY, 0);
+	int bad = fd < 0 || ferrite_fd_share(fs, fd, FERRITE_FD_IMPORT, &token) != 0;
+	bad |= !bad && ferrite_lseek(fs, fd, 0, SEEK_CUR) != 8;
+	bad |= !bad && ferrite_write(fs, fd, "ee", 2) != 2;
+	ferrite_close(fs, fd);
+	bad |= ferrite_unmount(fs) != 0;
+	step_send(pp->to_parent[1]);
+	return bad;
+}
+
+static int c_shared_offsets(void)
+{
+	struct pingpong pp;
+	FT_OK(pipe(pp.to_child));
+	FT_OK(pipe(pp.to_parent));
+	pid_t importer = spawn(import_child, &pp); /* before the parent mounts */
+	close(pp.to_child[0]);
+	close(pp.to_parent[1]);
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	int fd = FT_OK(ferrite_open(fs, "/log", O_WRONLY | O_CREAT | O_TRUNC, 0644));
+	FT_EQ(ferrite_write(fs, fd, "a", 1), 1);
+	FT_OK(ferrite_flock(fs, fd, LOCK_EX));
+	/* a child writes through the description it inherited, and sets
+	 * O_APPEND on it: the parent's next write lands after the child's */
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		ft_npools = 0;
+		int bad = ferrite_write(fs, fd, "bb", 2) != 2;
+		bad |= ferrite_lseek(fs, fd, 0, SEEK_CUR) != 3;
+		bad |= ferrite_setfl(fs, fd, O_APPEND) != 0;
+		bad |= ferrite_close(fs, fd) != 0; /* the parent still holds it */
+		_exit(bad);
+	}
+	FT_EQ(reap(pid), 0);
+	FT_EQ(ferrite_lseek(fs, fd, 0, SEEK_CUR), 3);
+	FT_CHECK(ferrite_getfl(fs, fd) & O_APPEND, "O_APPEND set by the child is not seen");
+	FT_EQ(ferrite_write(fs, fd, "ccc", 3), 3);
+	/* the child's close left the description's flock in place */
+	int other = FT_OK(ferrite_open(fs, "/log", O_RDONLY, 0));
+	FT_EQ(ferrite_flock(fs, other, LOCK_EX | LOCK_NB), -EWOULDBLOCK);
+	/* the parent closes at once; the child goes on with it alone */
+	int go[2];
+	FT_OK(pipe(go));
+	fflush(NULL);
+	pid = fork();
+	if (pid == 0) {
+		ft_npools = 0;
+		close(go[1]);
+		int bad = step_wait(go[0]) != 0;
+		bad |= ferrite_lseek(fs, fd, 0, SEEK_CUR) != 6;
+		bad |= ferrite_write(fs, fd, "dd", 2) != 2;
+		bad |= ferrite_flock(fs, fd, LOCK_UN) != 0;
+		_exit(bad);
+	}
+	close(go[0]);
+	FT_OK(ferrite_close(fs, fd));
+	step_send(go[1]);
+	close(go[1]);
+	FT_EQ(reap(pid), 0);
+	FT_OK(ferrite_flock(fs, other, LOCK_EX | LOCK_NB)); /* the last holder let go */
+	FT_OK(ferrite_close(fs, other));
+	FT_RUN(expect_file(fs, "/log", "abbcccdd"));
+	/* a description passed by token to a process with a mount of its own */
+	fd = FT_OK(ferrite_open(fs, "/log", O_WRONLY, 0));
+	FT_EQ(ferrite_lseek(fs, fd, 8, SEEK_SET), 8);
+	uint32_t token = 0;
+	FT_OK(ferrite_fd_share(fs, fd, FERRITE_FD_EXPORT, &token));
+	FT_CHECK(token != 0, "a token of 0");
+	FT_EQ(write(pp.to_child[1], &token, sizeof(token)), (long long)sizeof(token));
+	FT_OK(step_wait(pp.to_parent[0]));
+	FT_EQ(reap(importer), 0);
+	FT_EQ(ferrite_lseek(fs, fd, 0, SEEK_CUR), 10);
+	FT_EQ(ferrite_write(fs, fd, "f", 1), 1);
+	FT_OK(ferrite_close(fs, fd));
+	FT_RUN(expect_file(fs, "/log", "abbcccddeef"));
+	/* a token whose description ended is refused */
+	fd = FT_OK(ferrite_open(fs, "/log", O_WRONLY, 0));
+	FT_EQ(ferrite_fd_share(fs, fd, FERRITE_FD_IMPORT, &token), -ESTALE);
+	FT_OK(ferrite_close(fs, fd));
+	close(pp.to_child[1]);
+	close(pp.to_parent[0]);
 	FT_UNMOUNT_CLEAN(&fs, pool);
 	return 0;
 }
@@ -555,6 +673,7 @@ static int c_kill_workers(void)
 static const struct ft_case cases[] = {
     {"pingpong", c_pingpong, 0},
     {"fork_inherits", c_fork_inherits, 0},
+    {"shared_offsets", c_shared_offsets, 0},
     {"orphan_shared", c_orphan_shared, 0},
     {"locks", c_locks, 0},
     {"mapped_elsewhere", c_mapped_elsewhere, 0},

@@ -5,10 +5,12 @@
 #   tests/programs/multiproc.sh [--only LIST]
 #
 #   shell     bash with pipes, subshells, $(...), here-strings and redirections into
-#             the pool; a forked child's writes seen by the parent
-#   make      make -j2 of a small C project in /pm, the program run from the pool, a
-#             #! script run by path, through `sh -c` and found by execvp in a PATH
-#             directory of the pool, then make clean; the host
+#             the pool; a forked child's writes seen by the parent; children
+#             writing through the parent's descriptor share its offset
+#   make      make -j2 of a small C project in /pm (its output to a log in /pm),
+#             the program run from the pool, a #! script run by path, through
+#             `sh -c` and found by execvp in a PATH directory of the pool, then
+#             make clean; the host
 #             directory the command started in (which holds files of the same
 #             names) is byte for byte unchanged
 #   git       git clone of a local repository into /pm, a commit, gc, fsck --full
@@ -66,6 +68,28 @@ bash -c 'echo child > /pm/sh/by-child'           # a forked and exec'ed bash
 [ "$(cat by-child)" = child ]
 for i in 1 2 3; do ( echo "$i" > "f$i" ) & done; wait   # background jobs
 echo $(( $(cat f1) + $(cat f2) + $(cat f3) )) > sum; [ "$(cat sum)" = 6 ]
+# one description, one offset: children write through the group's descriptor
+{ echo one; sh -c 'echo two; bash -c "echo three"'; echo four; ( echo five ); } > shared
+[ "$(tr '\n' ' ' < shared)" = "one two three four five " ]
+exec 3> shared3; echo x >&3; sh -c 'echo y >&3; exec 3>&-'; echo z >&3; exec 3>&-
+[ "$(tr -d '\n' < shared3)" = xyz ]
+# a child's copy of a close-on-exec description goes at its exec: the
+# parent's close then releases the flock while the child still runs
+python3 - <<'PY'
+import fcntl, os, signal, time
+f = open("/pm/sh/lk", "w")  # close-on-exec, as Python opens files
+fcntl.flock(f, fcntl.LOCK_EX)
+pid = os.fork()
+if pid == 0:
+    os.execv("/bin/sh", ["sh", "-c", "echo > /pm/sh/ready; exec sleep 30"])
+while not os.path.exists("/pm/sh/ready"):  # the child's new image runs
+    time.sleep(0.01)
+f.close()
+g = open("/pm/sh/lk", "w")
+fcntl.flock(g, fcntl.LOCK_EX | fcntl.LOCK_NB)
+os.kill(pid, signal.SIGTERM)
+os.waitpid(pid, 0)
+PY
 echo ok
 EOF
 	inpool bash "$WORK/shell.sh" >"$out" 2>&1 || { show "$out"; why="the script failed"; return 1; }
@@ -87,7 +111,8 @@ mkdir -p /pm/proj && cd /pm/proj
 printf '#include <stdio.h>\nint f(void);\nint main(void) { printf("%%d\\n", f()); return 0; }\n' > m.c
 printf 'int f(void) { return 42; }\n' > f.c
 printf 'all: prog\nprog: m.o f.o\n\t$(CC) -o $@ m.o f.o\n%%.o: %%.c\n\t$(CC) -c $< -o $@\nclean:\n\trm -f *.o prog\n' > Makefile
-make -j2
+make -j2 > build.log 2>&1                     # the recipes' output, one offset
+grep -q -- '-o prog' build.log && [ "$(grep -c -- '-c ' build.log)" = 2 ]
 [ "$(./prog)" = 42 ]
 printf '#!/bin/sh\necho "script $1"\n' > s.sh && chmod +x s.sh
 [ "$(./s.sh one)" = "script one" ]

@@ -1,0 +1,96 @@
+/*
+ * share_impl.h -- the coordination file's layout and a process's attachment
+ * to it, for share.c (the turn, slots, inode holders) and share_desc.c (open
+ * file descriptions that processes share). Invariants and validation:
+ * share.c. Nothing persistent.
+ */
+#ifndef FERRITE_SHARE_IMPL_H
+#define FERRITE_SHARE_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "space/space.h"
+
+#define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
+#define SHARE_VERSION 5
+#define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
+#define SHARE_WRING   4096	 /* window changes a process may fall behind by */
+
+#define TURN_SHIFT    10
+#define TURN_INSIDE   ((1u << TURN_SHIFT) - 1)
+#define TURN_PID(v)   ((v) >> TURN_SHIFT)
+#define TURN_CALLS(v) ((v)&TURN_INSIDE)
+
+#define SHARE_PROCS 128 /* processes with the pool open at once */
+#define PROC_WORDS  (SHARE_PROCS / 64)
+#define SHARE_DESCS 4096 /* descriptions shared by processes at once */
+
+struct share_ino {
+	uint64_t ino;		   /* 0: empty */
+	uint64_t open[PROC_WORDS]; /* bit i: process slot i has a vnode of it */
+	uint64_t map[PROC_WORDS];  /* bit i: process slot i maps it */
+};
+
+/* A slot is free (pid and forkling 0), reserved by a parent for the child
+ * it is forking (forkling: the parent's pid), or a process's. */
+struct share_proc {
+	uint32_t pid;  /* 0: free or reserved */
+	uint32_t held; /* bits this slot has set in the inode table */
+	uint64_t start;
+	uint32_t descs;	      /* descriptions it holds (share_desc.c) */
+	uint32_t forkling;    /* reserved for a child of this pid; cleared by the child */
+	uint64_t reserved_at; /* CLOCK_MONOTONIC ns of the reservation */
+};
+
+struct share_file {
+	uint64_t magic;
+	uint64_t version;
+	uint64_t pool_dev, pool_ino;
+	uint64_t size;
+	uint32_t turn;	  /* futex word: holder pid << TURN_SHIFT | calls inside */
+	uint32_t waiters; /* processes waiting for the turn */
+	uint32_t holder_pid;
+	uint32_t pad;
+	uint64_t holder_start; /* holder_pid's start time (/proc/pid/stat) */
+	uint32_t nino, live;
+	uint64_t nmaps; /* map bits set in the inode table */
+	uint64_t wseq;	/* window changes noted so far (H2) */
+	struct {
+		uint64_t w, n;
+	} wring[SHARE_WRING];
+	struct share_proc procs[SHARE_PROCS];
+	struct share_desc desc[SHARE_DESCS];
+	struct share_ino ino[];
+};
+
+struct pool_share {
+	struct share_file *f;
+	size_t len;
+	uint32_t pid; /* of the process that attached, or of a forked child */
+	uint64_t start;
+	uint64_t dev, ino;
+	int slot;	   /* in f->procs, -1 until the first call */
+	uint32_t prev;	   /* the pid turn_take took the turn from, 0 none */
+	uint64_t wseen;	   /* window changes this process has dropped (H2) */
+	int forked;	   /* a forked child that has not entered yet */
+	uint32_t attacher; /* the process that attached (not a forked child) */
+	uint64_t file_ino; /* of the coordination file */
+	char name[112];	   /* and its path */
+	int child_slot;	   /* reserved for the child being forked, -1 none */
+	int pending_why;   /* share_enter results the fork's reservation took */
+	void (*fork_hook)(void *arg, int child_slot);
+	void *fork_arg;
+	struct pool_share *next;
+};
+
+/* share.c, under the turn: gives slot k back if its process is gone (the
+ * next call releases what only it held); 1 if it did. */
+int slot_reap_if_gone(struct pool_share *s, int k);
+
+/* share_desc.c */
+int share_holders(const uint64_t words[PROC_WORDS]);
+/* Slot k is given back: it holds no description any more. */
+void desc_reap_slot(struct share_file *f, int k);
+
+#endif
