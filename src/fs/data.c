@@ -165,7 +165,9 @@ static int tx_has_room(const struct tx *tx)
 }
 
 /* Releases backing of whole pages/windows in [from, to) of the partition.
- * Returns the offset it reached (to, unless the transaction filled up). */
+ * Returns the offset it reached (to, unless the transaction filled up). On
+ * a full pool, a huge window it would split keeps its pages (they stay
+ * counted; a punch zeroes them, a truncate leaves them past the size, D3). */
 static uint64_t unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, uint64_t from,
 			     uint64_t to)
 {
@@ -199,9 +201,15 @@ static uint64_t unback_range(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip,
 				add_blocks(tx, ip, -pages);
 			} else if (went != PPT_NONE) {
 				uint64_t released = 0;
-				if (part_large_unback_pages(
-					tx, part + w, (unsigned)((p - w) >> FR_PAGE_SHIFT),
-					(unsigned)((e - w) >> FR_PAGE_SHIFT), &released))
+				int rc = part_large_unback_pages(
+				    tx, part + w, (unsigned)((p - w) >> FR_PAGE_SHIFT),
+				    (unsigned)((e - w) >> FR_PAGE_SHIFT), &released);
+				/* -ENOSPC: a whole unit cannot become a table without
+				 * a page for the table (a full pool). Its pages stay
+				 * and count; the windows after it are released all
+				 * the same -- stopping here left them backed in a
+				 * partition the caller then freed. */
+				if (rc && rc != -ENOSPC)
 					return to; /* the transaction is damaged: it fails */
 				add_blocks(tx, ip, -(int64_t)released);
 			}
@@ -887,12 +895,8 @@ static int punch(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, uint64_t end
 			w0 = reached;
 		}
 		w0 = FR_ALIGN_UP(off, grain);
-		if (w0 < w1) {
-			int rc = zero_backed(fs, ip, off, w0);
-			if (!rc)
-				rc = zero_backed(fs, ip, w1, end);
-			return rc;
-		}
+		if (w0 < w1) /* the edges, and what a full pool kept (unback_range) */
+			return zero_backed(fs, ip, off, end);
 	}
 	return zero_backed(fs, ip, off, end);
 }
