@@ -23,8 +23,10 @@ void pmfs_call_enter(ferrite_fs *fs)
 	/* the pool's turn first (space/share.c H1): a quiet moment of this
 	 * process's threads is one only while no other process runs a call */
 	int why = fs ? meta_turn_enter(&fs->m) : 0;
-	if (why & SHARE_FORKED)
+	if (why & SHARE_FORKED) {
 		vn_count_inherited(fs);
+		fs_procs_forked_alone(fs);
+	}
 	vs_call_enter(fs ? &fs->m.sp : NULL); /* NULL: the call fails, the bracket still pairs */
 	if (why & SHARE_REAPED)
 		orphan_release_unheld(fs); /* a failure leaves them to the next mount */

@@ -324,6 +324,9 @@ void mm_unlock(ferrite_fs *fs);
 void fs_compact_quiet(void *arg);
 /* procs.c: a forked child holds what the process has (share.c's fork hook). */
 void fs_procs_init(ferrite_fs *fs);
+/* A forked child that got no slot of its own (SHARE_FORKED): its copies of
+ * the parent's descriptions become its own. */
+void fs_procs_forked_alone(ferrite_fs *fs);
 int mm_punch(ferrite_fs *fs, uint64_t ino, int mode, uint64_t off, uint64_t len);
 void dirstream_close_all(ferrite_fs *fs);
 

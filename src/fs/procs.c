@@ -40,6 +40,23 @@ static void fork_hook(void *arg, int child)
 	pthread_mutex_unlock(&t->lock);
 }
 
+void fs_procs_forked_alone(ferrite_fs *fs)
+{
+	/* a child forked without a slot of its own holds no description: its
+	 * copies become its own, from where the shared ones stood */
+	struct vfs_fdtable *t = &fs->fdt;
+	pthread_mutex_lock(&t->lock);
+	for (int i = 0; i < t->cap; i++) {
+		struct vfs_file *f = t->fds[i];
+		if (f && f->sd) {
+			f->pos = f->sd->pos;
+			f->flags = vfs_file_flags(f);
+			f->sd = NULL;
+		}
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
 void fs_procs_init(ferrite_fs *fs)
 {
 	share_set_fork_hook(fs->m.pool.share, fork_hook, fs);

@@ -606,13 +606,15 @@ static uint64_t now_ns(void)
 }
 
 /* A slot reserved for a child being forked: the child takes it over at
- * once, in fork itself, so a reservation still there after a second is a
- * fork that failed (or a child killed before it ran a line). */
+ * once, in fork itself, so a reservation still there after ten seconds is a
+ * fork that failed (or a child killed or stopped before it ran a line; it
+ * finds its slot gone and holds nothing, take_reserved). */
 static int reserved(struct share_file *f, int k)
 {
-	if (!__atomic_load_n(&f->procs[k].forkling, __ATOMIC_ACQUIRE))
+	uint32_t who = __atomic_load_n(&f->procs[k].forkling, __ATOMIC_ACQUIRE);
+	if (!who)
 		return 0;
-	return now_ns() - f->procs[k].reserved_at < 1000000000u;
+	return who == FORKLING_TAKING || now_ns() - f->procs[k].reserved_at < 10000000000u;
 }
 
 int slot_reap_if_gone(struct pool_share *s, int k)
@@ -723,10 +725,15 @@ static void take_reserved(struct pool_share *s, uint32_t me)
 {
 	struct share_file *f = s->f;
 	int k = s->child_slot;
+	uint32_t parent = s->pid;
 	s->child_slot = -1;
 	s->pid = me;
 	s->start = proc_start(me);
-	if (k < 0) { /* none was free: a slot at the first call, holding nothing */
+	/* still ours? (a reservation that expired may have been given back) */
+	if (k >= 0 && !__atomic_compare_exchange_n(&f->procs[k].forkling, &parent, FORKLING_TAKING,
+						   0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		k = -1;
+	if (k < 0) { /* a slot at the first call, holding nothing (SHARE_FORKED) */
 		s->slot = -1;
 		s->forked = 1;
 		return;

@@ -22,9 +22,10 @@
 #define TURN_PID(v)   ((v) >> TURN_SHIFT)
 #define TURN_CALLS(v) ((v)&TURN_INSIDE)
 
-#define SHARE_PROCS 128 /* processes with the pool open at once */
-#define PROC_WORDS  (SHARE_PROCS / 64)
-#define SHARE_DESCS 4096 /* descriptions shared by processes at once */
+#define SHARE_PROCS	128 /* processes with the pool open at once */
+#define PROC_WORDS	(SHARE_PROCS / 64)
+#define SHARE_DESCS	4096	   /* descriptions shared by processes at once */
+#define FORKLING_TAKING UINT32_MAX /* the child is taking its reserved slot over */
 
 struct share_ino {
 	uint64_t ino;		   /* 0: empty */

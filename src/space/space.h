@@ -68,7 +68,7 @@ void share_detach(struct pool *p);
 /* What the process must do on taking the turn (share_enter's result). */
 #define SHARE_OTHER  1 /* another process ran calls since: drop every window */
 #define SHARE_DEAD   2 /* it died inside a call: recover as mount does */
-#define SHARE_FORKED 4 /* first call of a forked child: count what it inherited */
+#define SHARE_FORKED 4 /* first call of a forked child without a slot: count what it inherited */
 #define SHARE_REAPED 8 /* a gone process's holds were dropped: release orphans */
 /* Brackets each outermost call (H1); s NULL: no-op. */
 int share_enter(struct pool_share *s);
