@@ -177,13 +177,13 @@ static int32_t lock_slot(ferrite_fs *fs)
 void of_put(ferrite_fs *fs, struct ofile *of)
 {
 	if (vfs_file_unref(&of->f)) {
-		/* held by other processes too: the description lives on there */
+		/* held by other processes too: the description lives on there
+		 * (a holder found gone is reaped: its locks go, under lk_mutex) */
+		pthread_mutex_lock(&fs->lk_mutex);
 		int gone = !of->f.sd || share_desc_drop(fs->m.pool.share, of->f.sd);
-		if (gone && of->f.lock_id) { /* its OFD and flock locks go with it */
-			pthread_mutex_lock(&fs->lk_mutex);
+		if (gone && of->f.lock_id) /* its OFD and flock locks go with it */
 			vfs_lock_file_gone(lock_table(fs), &of->f);
-			pthread_mutex_unlock(&fs->lk_mutex);
-		}
+		pthread_mutex_unlock(&fs->lk_mutex);
 		vn_put(fs, of->vn);
 		vfs_file_fini(&of->f);
 		free(of);

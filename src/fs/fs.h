@@ -54,7 +54,8 @@ struct ferrite_fs {
 	pthread_rwlock_t *locks;  /* FS_LOCK_STRIPES inode locks */
 	pthread_mutex_t rename_lock; /* serialises directory moves across parents */
 	/* advisory locks: the pool's shared table, or lk_private for a pool
-	 * held alone; lk_mutex orders this process's threads (leaf lock) */
+	 * held alone; lk_mutex orders this process's threads (taken before
+	 * the coordination file's tab_lock, share_impl.h) */
 	pthread_mutex_t lk_mutex;
 	struct lk_table *lk_private;
 

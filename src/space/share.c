@@ -135,7 +135,9 @@ static void fork_reserve(struct pool_share *s)
 	/* for the next call of parent and child alike: both map what the
 	 * parent mapped */
 	__atomic_or_fetch(&s->pending_why, why, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&s->tab_lock);
 	s->child_slot = slot_reserve(s);
+	pthread_mutex_unlock(&s->tab_lock);
 	if (s->child_slot >= 0)
 		s->fork_hook(s->fork_arg, s->child_slot);
 	share_leave(s);
@@ -168,8 +170,10 @@ static void after_fork_child(void)
 {
 	__atomic_store_n(&forking, 0, __ATOMIC_SEQ_CST);
 	uint32_t me = (uint32_t)getpid();
-	for (struct pool_share *s = reg; s; s = s->next)
+	for (struct pool_share *s = reg; s; s = s->next) {
+		pthread_mutex_init(&s->tab_lock, NULL);
 		take_reserved(s, me);
+	}
 	pthread_mutex_init(&reg_lock, NULL);
 }
 
@@ -309,6 +313,7 @@ int share_attach(struct pool *p, const struct stat *pst)
 	s->pid = (uint32_t)getpid();
 	s->slot = -1;
 	s->child_slot = -1;
+	pthread_mutex_init(&s->tab_lock, NULL);
 	s->attacher = s->pid;
 	char *name = s->name;
 	int fd, rc = 0;
@@ -397,7 +402,9 @@ void share_detach(struct pool *p)
 	pthread_mutex_unlock(&reg_lock);
 	if (s->slot >= 0) { /* our slot back, under the turn */
 		turn_take(s, 0);
+		pthread_mutex_lock(&s->tab_lock);
 		slot_reap(s->f, s->slot);
+		pthread_mutex_unlock(&s->tab_lock);
 		share_leave(s);
 	}
 	munmap(s->f, s->len);
@@ -634,11 +641,13 @@ int share_reap_slot(struct pool_share *s, int32_t slot)
 {
 	if (!s || slot < 0 || slot >= SHARE_PROCS || slot == s->slot)
 		return 0;
+	pthread_mutex_lock(&s->tab_lock);
 	uint32_t pid = s->f->procs[slot].pid;
-	if (!pid || proc_start(pid) == s->f->procs[slot].start)
-		return 0;
-	slot_reap(s->f, slot);
-	return SHARE_REAPED;
+	int reaped = pid && proc_start(pid) != s->f->procs[slot].start;
+	if (reaped)
+		slot_reap(s->f, slot);
+	pthread_mutex_unlock(&s->tab_lock);
+	return reaped ? SHARE_REAPED : 0;
 }
 
 /* Under the turn, at a process's first call: a slot of its own. Slots of
@@ -757,17 +766,18 @@ void share_ino_hold(struct pool_share *s, int slot, uint64_t ino, int kind)
 {
 	if (!s || slot < 0 || slot >= SHARE_PROCS)
 		return;
+	pthread_mutex_lock(&s->tab_lock);
 	struct share_ino *e = ino_find(s->f, ino, 1);
-	if (!e)
-		return; /* full: the child counts as not holding it */
-	uint64_t *words = kind == SHARE_MAPS ? e->map : e->open;
 	uint64_t bit = 1ULL << (slot % 64);
-	if (words[slot / 64] & bit)
-		return;
-	words[slot / 64] |= bit;
-	s->f->procs[slot].held++;
-	if (kind == SHARE_MAPS)
-		s->f->nmaps++;
+	uint64_t *words = !e ? NULL : kind == SHARE_MAPS ? e->map : e->open;
+	/* (full: the child counts as not holding it) */
+	if (words && !(words[slot / 64] & bit)) {
+		words[slot / 64] |= bit;
+		s->f->procs[slot].held++;
+		if (kind == SHARE_MAPS)
+			s->f->nmaps++;
+	}
+	pthread_mutex_unlock(&s->tab_lock);
 }
 
 /* Gives back the slots of pid if it is gone (H4). */
@@ -794,14 +804,18 @@ int share_enter(struct pool_share *s)
 	}
 	why = turn_take(s, why);
 	why |= __atomic_exchange_n(&s->pending_why, 0, __ATOMIC_SEQ_CST);
-	if (s->slot < 0)
-		why |= slot_claim(s);
-	else if (s->prev && s->prev != s->pid)
-		why |= reap_if_gone(s->f, s->prev); /* the last holder may have exited */
+	if (s->slot < 0 || (s->prev && s->prev != s->pid)) {
+		pthread_mutex_lock(&s->tab_lock);
+		if (s->slot < 0)
+			why |= slot_claim(s);
+		else /* the last holder may have exited */
+			why |= reap_if_gone(s->f, s->prev);
+		pthread_mutex_unlock(&s->tab_lock);
+	}
 	return why;
 }
 
-int share_ino_add(struct pool_share *s, uint64_t ino, int kind, int delta)
+static int ino_add(struct pool_share *s, uint64_t ino, int kind, int delta)
 {
 	if (!s)
 		return 0;
@@ -826,14 +840,25 @@ int share_ino_add(struct pool_share *s, uint64_t ino, int kind, int delta)
 	return n;
 }
 
+int share_ino_add(struct pool_share *s, uint64_t ino, int kind, int delta)
+{
+	if (!s)
+		return 0;
+	pthread_mutex_lock(&s->tab_lock);
+	int rc = ino_add(s, ino, kind, delta);
+	pthread_mutex_unlock(&s->tab_lock);
+	return rc;
+}
+
 int share_ino_count(struct pool_share *s, uint64_t ino, int kind)
 {
 	if (!s)
 		return 0;
+	pthread_mutex_lock(&s->tab_lock);
 	struct share_ino *e = ino_find(s->f, ino, 0);
-	if (!e)
-		return 0;
-	return share_holders(kind == SHARE_MAPS ? e->map : e->open);
+	int n = e ? share_holders(kind == SHARE_MAPS ? e->map : e->open) : 0;
+	pthread_mutex_unlock(&s->tab_lock);
+	return n;
 }
 
 void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n)
@@ -863,16 +888,16 @@ int share_ino_others(struct pool_share *s, uint64_t ino, int kind)
 {
 	if (!s)
 		return 0;
+	pthread_mutex_lock(&s->tab_lock);
 	struct share_ino *e = ino_find(s->f, ino, 0);
-	if (!e)
-		return 0;
-	const uint64_t *words = kind == SHARE_MAPS ? e->map : e->open;
-	for (int w = 0; w < PROC_WORDS; w++) {
+	int others = 0;
+	for (int w = 0; e && w < PROC_WORDS && !others; w++) {
+		const uint64_t *words = kind == SHARE_MAPS ? e->map : e->open;
 		uint64_t mine = s->slot >= 0 && s->slot / 64 == w ? 1ULL << (s->slot % 64) : 0;
-		if (words[w] & ~mine)
-			return 1;
+		others = (words[w] & ~mine) != 0;
 	}
-	return 0;
+	pthread_mutex_unlock(&s->tab_lock);
+	return others;
 }
 
 int share_any_maps(struct pool_share *s)

@@ -17,7 +17,8 @@
  *               and gen) names one use only and a stale one is refused;
  *             D2 procs[k].descs counts the bits slot k has set, so a slot
  *               that holds none is given back without a scan;
- *             D3 entries change only under the turn.
+ *             D3 entries change only under the turn, and under the
+ *               process's tab_lock (its threads run calls at once).
  * Validation: a token is an index and a generation; the index is masked, the
  *   generation compared, and an entry is adopted only while in use.
  * Crash argument: volatile only; a process that dies lets go when its slot
@@ -79,7 +80,9 @@ struct share_desc *share_desc_new(struct pool_share *s, int64_t pos, int flags, 
 	if (!s || s->slot < 0)
 		return NULL;
 	struct share_file *f = s->f;
-	for (uint32_t i = 0; i < SHARE_DESCS; i++) {
+	struct share_desc *found = NULL;
+	pthread_mutex_lock(&s->tab_lock);
+	for (uint32_t i = 0; i < SHARE_DESCS && !found; i++) {
 		struct share_desc *d = &f->desc[i];
 		if (d->gen & 1)
 			continue;
@@ -89,29 +92,40 @@ struct share_desc *share_desc_new(struct pool_share *s, int64_t pos, int flags, 
 		d->lock_id = lock_id;
 		d->holders[0] = d->holders[1] = 0;
 		set_hold(f, d, s->slot, 1);
-		return d;
+		found = d;
 	}
-	return NULL;
+	pthread_mutex_unlock(&s->tab_lock);
+	return found;
 }
 
 void share_desc_hold(struct pool_share *s, struct share_desc *d, int slot)
 {
-	if (s && desc_of(s, d) && slot >= 0 && slot < SHARE_PROCS && (d->gen & 1))
+	if (!s || !desc_of(s, d) || slot < 0 || slot >= SHARE_PROCS)
+		return;
+	pthread_mutex_lock(&s->tab_lock);
+	if (d->gen & 1)
 		set_hold(s->f, d, slot, 1);
+	pthread_mutex_unlock(&s->tab_lock);
 }
 
 int share_desc_drop(struct pool_share *s, struct share_desc *d)
 {
-	if (!s || !desc_of(s, d) || s->slot < 0 || !(d->gen & 1))
+	if (!s || !desc_of(s, d) || s->slot < 0)
 		return 1;
+	pthread_mutex_lock(&s->tab_lock);
 	uint32_t gen = d->gen;
-	set_hold(s->f, d, s->slot, 0);
-	/* holders that are gone (a child that exited) must not keep the
-	 * description, and its locks, alive: they are given back now */
-	for (int k = 0; k < SHARE_PROCS && d->gen == gen && share_holders(d->holders); k++)
-		if (holds(d, k))
-			slot_reap_if_gone(s, k);
-	return d->gen != gen || free_if_unheld(d);
+	int gone = 1;
+	if (gen & 1) {
+		set_hold(s->f, d, s->slot, 0);
+		/* holders that are gone (a child that exited) must not keep the
+		 * description, and its locks, alive: they are given back now */
+		for (int k = 0; k < SHARE_PROCS && d->gen == gen && share_holders(d->holders); k++)
+			if (holds(d, k))
+				slot_reap_if_gone(s, k);
+		gone = d->gen != gen || free_if_unheld(d);
+	}
+	pthread_mutex_unlock(&s->tab_lock);
+	return gone;
 }
 
 uint32_t share_desc_token(struct pool_share *s, const struct share_desc *d)
@@ -126,11 +140,13 @@ struct share_desc *share_desc_adopt(struct pool_share *s, uint32_t token)
 		return NULL;
 	struct share_desc *d = &s->f->desc[token & (SHARE_DESCS - 1)];
 	uint32_t gen = token >> DESC_BITS;
-	if (!(d->gen & 1) || (d->gen & (UINT32_MAX >> DESC_BITS)) != gen ||
-	    !share_holders(d->holders))
-		return NULL;
-	set_hold(s->f, d, s->slot, 1);
-	return d;
+	pthread_mutex_lock(&s->tab_lock);
+	int live = (d->gen & 1) && (d->gen & (UINT32_MAX >> DESC_BITS)) == gen &&
+		   share_holders(d->holders);
+	if (live)
+		set_hold(s->f, d, s->slot, 1);
+	pthread_mutex_unlock(&s->tab_lock);
+	return live ? d : NULL;
 }
 
 void share_desc_prune(struct pool_share *s, int (*kept)(void *arg, const struct share_desc *d),
@@ -139,6 +155,7 @@ void share_desc_prune(struct pool_share *s, int (*kept)(void *arg, const struct 
 	if (!s || s->slot < 0)
 		return;
 	struct share_file *f = s->f;
+	pthread_mutex_lock(&s->tab_lock);
 	for (uint32_t i = 0; i < SHARE_DESCS && f->procs[s->slot].descs; i++) {
 		struct share_desc *d = &f->desc[i];
 		if (!(d->gen & 1) || !holds(d, s->slot) || kept(arg, d))
@@ -148,6 +165,7 @@ void share_desc_prune(struct pool_share *s, int (*kept)(void *arg, const struct 
 		if (free_if_unheld(d) && lock_id)
 			lk_release_owner(share_locks(s), 0, lock_id);
 	}
+	pthread_mutex_unlock(&s->tab_lock);
 }
 
 void desc_reap_slot(struct share_file *f, int k)

@@ -7,6 +7,7 @@
 #ifndef FERRITE_SHARE_IMPL_H
 #define FERRITE_SHARE_IMPL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -78,20 +79,23 @@ struct pool_share {
 	uint32_t attacher; /* the process that attached (not a forked child) */
 	uint64_t file_ino; /* of the coordination file */
 	char name[112];	   /* and its path */
-	int child_slot;	   /* reserved for the child being forked, -1 none */
-	int pending_why;   /* share_enter results the fork's reservation took */
+	/* the threads of this process change the tables one at a time (the
+	 * turn only keeps other processes out); a leaf lock */
+	pthread_mutex_t tab_lock;
+	int child_slot;	 /* reserved for the child being forked, -1 none */
+	int pending_why; /* share_enter results the fork's reservation took */
 	void (*fork_hook)(void *arg, int child_slot);
 	void *fork_arg;
 	struct pool_share *next;
 };
 
-/* share.c, under the turn: gives slot k back if its process is gone (the
- * next call releases what only it held); 1 if it did. */
+/* share.c, under the turn and tab_lock: gives slot k back if its process is
+ * gone (the next call releases what only it held); 1 if it did. */
 int slot_reap_if_gone(struct pool_share *s, int k);
 
 /* share_desc.c */
 int share_holders(const uint64_t words[PROC_WORDS]);
-/* Slot k is given back: it holds no description any more. */
+/* Under tab_lock: slot k is given back, it holds no description any more. */
 void desc_reap_slot(struct share_file *f, int k);
 
 #endif
