@@ -53,6 +53,11 @@ static const char mount_usage[] =
     "                  entry_timeout=S   seconds the kernel caches names (1)\n"
     "                  threads=N         most worker threads (default 2 per\n"
     "                                    CPU, at least 8)\n"
+    "                  shared            share the pool with `ferrite run`\n"
+    "                                    programs and C API users at once: the\n"
+    "                                    kernel caches nothing (direct I/O, no\n"
+    "                                    shared mmap); without it the mount\n"
+    "                                    needs the pool alone\n"
     "                  mode=strict|sync  consistency mode for this mount\n"
     "                                    (default: the pool's, from mkfs);\n"
     "                                    strict: every write atomic\n"
@@ -249,6 +254,8 @@ static int take_options(struct mount_args *a, char *list)
 		int bad = 0;
 		if (strcmp(o, "nonempty") == 0)
 			a->nonempty = 1;
+		else if (strcmp(o, "shared") == 0)
+			a->fo.shared = 1;
 		else if (strcmp(o, "allow_untrusted_pool") == 0)
 			a->allow_untrusted = 1;
 		else if (strncmp(o, "attr_timeout=", 13) == 0)
@@ -587,17 +594,25 @@ int cmd_mount(int argc, char **argv)
 
 /* ---- umount ---------------------------------------------------------------------------- */
 
-/* Waits until the daemon has unmounted the pool (its flock is free). */
+/* Waits until the daemon has unmounted the pool: its lock on the directory
+ * under the mount is free (the daemon takes it before mounting; a daemon of
+ * a pool shared with other processes has no flock of the pool to itself),
+ * and then the pool's exclusive flock. */
 static int wait_for_daemon(const char *dir, const char *pool)
 {
+	int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	int fd = open(pool, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
+	if (fd < 0 && dfd < 0)
 		return 0; /* pool gone: nothing to wait for */
 	struct timespec t0, now, nap = {0, 10 * 1000 * 1000};
 	int told = 0;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	for (;;) {
-		if (flock(fd, LOCK_SH | LOCK_NB) == 0)
+		if (dfd >= 0 && flock(dfd, LOCK_SH | LOCK_NB) == 0) {
+			close(dfd);
+			dfd = -1;
+		}
+		if (dfd < 0 && (fd < 0 || flock(fd, LOCK_SH | LOCK_NB) == 0))
 			break;
 		clock_gettime(CLOCK_MONOTONIC, &now);
 		double waited = (double)(now.tv_sec - t0.tv_sec) + (now.tv_nsec - t0.tv_nsec) / 1e9;
@@ -607,7 +622,10 @@ static int wait_for_daemon(const char *dir, const char *pool)
 			told = 1;
 		}
 		if (waited > 120) {
-			close(fd);
+			if (fd >= 0)
+				close(fd);
+			if (dfd >= 0)
+				close(dfd);
 			fprintf(stderr,
 				"ferrite umount: %s: unmounted, but the daemon still holds %s\n",
 				dir, pool);
@@ -615,7 +633,8 @@ static int wait_for_daemon(const char *dir, const char *pool)
 		}
 		nanosleep(&nap, NULL);
 	}
-	close(fd);
+	if (fd >= 0)
+		close(fd);
 	return CLI_EXIT_OK;
 }
 

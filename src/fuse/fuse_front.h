@@ -26,6 +26,7 @@ struct fuse_front_opts {
 	double entry_timeout;	/* ... and names (positive and negative) */
 	int threads;		/* most worker threads */
 	int mode;		/* enum ferrite_mount_mode (0: the pool's own) */
+	int shared;		/* share the pool with other processes: nothing cached */
 	int debug;		/* libfuse's request trace on stderr */
 	/* Called once: the file system is mounted (rc 0), or the mount failed
 	 * (rc < 0 with a one-line message). May be NULL. */
@@ -48,6 +49,7 @@ struct ffront {
 	ferrite_fs *fs;
 	uint64_t root_ino; /* ferrite inode number of the root (FUSE_ROOT_ID) */
 	double attr_timeout, entry_timeout;
+	int shared; /* other processes change the pool: the kernel caches no data */
 	struct fnode_table *nodes;
 	struct fuse_session *se;
 	/* fuse_wire.c: the kernel offered / the daemon took FUSE_HANDLE_KILLPRIV_V2

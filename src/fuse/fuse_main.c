@@ -14,6 +14,7 @@
  *   detaches the dead mount.
  */
 #include <errno.h>
+#include <sys/file.h>
 #include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <stdarg.h>
@@ -79,18 +80,31 @@ static int serve(struct fuse_session *se, const struct fuse_front_opts *o)
 
 int fuse_front_run(const struct fuse_front_opts *o)
 {
+	/* shared: another process may change any file at any moment, so the
+	 * kernel caches nothing (names, attributes, data) */
 	struct ffront ff = {
-	    .attr_timeout = o->attr_timeout,
-	    .entry_timeout = o->entry_timeout,
+	    .attr_timeout = o->shared ? 0 : o->attr_timeout,
+	    .entry_timeout = o->shared ? 0 : o->entry_timeout,
+	    .shared = o->shared,
 	};
 	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
 	struct fuse_session *se = NULL;
-	/* alone: the kernel caches what the daemon answers, and would not see
-	 * another process's changes */
-	struct ferrite_mount_opts mo = {.mode = o->mode | FERRITE_MOUNT_EXCLUSIVE};
+	/* alone, unless shared: the kernel caches what the daemon answers, and
+	 * would not see another process's changes */
+	struct ferrite_mount_opts mo = {.mode =
+					    o->mode | (o->shared ? 0 : FERRITE_MOUNT_EXCLUSIVE)};
+	/* `ferrite umount` knows the daemon is gone when this lock on the
+	 * directory under the mount is free (a shared pool's flock is not) */
+	int dirlock = open(o->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (dirlock >= 0 && flock(dirlock, LOCK_EX | LOCK_NB) != 0) {
+		close(dirlock);
+		dirlock = -1;
+	}
 	int rc = ferrite_mount(o->pool, &mo, &ff.fs);
 	if (rc < 0) {
 		say(o, rc, "%s", ferrite_errmsg());
+		if (dirlock >= 0)
+			close(dirlock);
 		return rc;
 	}
 	struct stat st;
@@ -152,5 +166,7 @@ out_pool:
 		if (!rc)
 			rc = urc;
 	}
+	if (dirlock >= 0)
+		close(dirlock);
 	return rc;
 }

@@ -13,6 +13,9 @@
  *               request it sent changes, so attributes, names and page cache
  *               may be cached (keep_cache) while writes are written through
  *               (no writeback cache: a write returns when it is durable).
+ *               A mount that shares the pool with other processes (-o
+ *               shared) lets the kernel cache nothing: names and attributes
+ *               time out at once and files are opened direct_io;
  *             R3 every entry reply counts one lookup on its node
  *               (fuse_nodes.c), undone when the reply cannot be delivered;
  *             R4 the kernel never gets a directory entry whose name is not a
@@ -342,6 +345,16 @@ static int io_flags(int flags)
 	return flags & ~(O_APPEND | O_CREAT | O_EXCL | O_NOCTTY);
 }
 
+/* R2: a pool held alone lets the kernel keep file data across opens; a
+ * shared one goes to the pool for every read and write, since another
+ * process may have changed it (the kernel then refuses a shared mmap:
+ * ENODEV, rather than show pages another process has overwritten). */
+static void cache_policy(const struct ffront *ff, struct fuse_file_info *fi)
+{
+	fi->keep_cache = !ff->shared;
+	fi->direct_io = ff->shared;
+}
+
 static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int fd = node_fd(req, ino);
@@ -353,7 +366,7 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uint64_t)iofd;
-	fi->keep_cache = 1; /* R2 */
+	cache_policy(ff_of(req), fi);
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		ferrite_close(ff_of(req)->fs, iofd);
 }
@@ -389,7 +402,7 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	e.ino = fnode_id(ff, (uint64_t)e.attr.st_ino);
 	fnode_ref(ff, (uint64_t)e.attr.st_ino, pfd);
 	fi->fh = (uint64_t)iofd;
-	fi->keep_cache = 1;
+	cache_policy(ff, fi);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		fnode_unref(ff, e.ino, 1);
 		ferrite_close(ff->fs, iofd);

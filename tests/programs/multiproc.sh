@@ -18,6 +18,9 @@
 #   venv      python3 -m venv in the pool and pip install of a wheel from a local
 #             directory; the package imports from the venv's python
 #   rsync     rsync -a into the pool and back out, compared (skipped without rsync)
+#   fuse      `ferrite mount -o shared` of the same pool while `ferrite run` programs
+#             use it: two writers, one through each, take turns on one file, each
+#             waiting for the other's line; new files and sizes show at once
 #   together  four sqlite3 processes (separate `ferrite run`s) write one database
 #             at once under fcntl locks: every row arrives, integrity_check = ok
 # Then `ferrite fsck` must be clean. Exit status as run-programs.sh (77: skipped).
@@ -25,7 +28,7 @@ set -euo pipefail
 PROG_NAME=multiproc
 . "$(dirname "$0")/lib.sh"
 
-only=shell,make,git,tar,venv,rsync,together
+only=shell,make,git,tar,venv,rsync,fuse,together
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--only) only=${2:?--only needs a list}; shift ;;
@@ -198,6 +201,44 @@ t_rsync() {
 	[ "$(stat -c %a "$WORK/rs-back/d/n")" = 640 ] || { why="rsync -a lost the mode"; return 1; }
 }
 
+# ---- the FUSE mount and `ferrite run` on one pool at once ----------------------------
+# Two writers take turns on one file, each through its own front end, each
+# waiting to see the other's line before writing the next: a cache on either
+# side shows up as a wait that never ends (timeout) or a line out of turn.
+t_fuse() {
+	local mnt=$WORK/shared-mnt out=$WORK/fuse.out rc=0 pa want got seen size
+	if [ ! -c /dev/fuse ] || ! command -v fusermount3 >/dev/null; then
+		why="no /dev/fuse or fusermount3"
+		return 1
+	fi
+	mkdir -p "$mnt"
+	inpool bash -c 'mkdir -p /pm/fs && : > /pm/fs/turns'
+	"$FERRITE" mount -o shared "$POOL" "$mnt" >"$out" 2>&1 || { show "$out"; why="ferrite mount -o shared failed"; return 1; }
+	# turns.sh FILE ME OTHER N: write "ME i" once "OTHER i-1" (b: "OTHER i") is there
+	printf '%s\n' 'f=$1 me=$2 other=$3 n=$4' \
+		'for i in $(seq 1 "$n"); do' \
+		'	if [ "$me" = b ]; then want="$other $i"; else want="$other $((i - 1))"; fi' \
+		'	[ "$want" = "$other 0" ] && want=' \
+		'	while [ -n "$want" ] && ! grep -qx "$want" "$f"; do sleep 0.01; done' \
+		'	echo "$me $i" >> "$f"' \
+		'done' >"$WORK/turns.sh"
+	timeout 60 bash "$WORK/turns.sh" "$mnt/fs/turns" a b 40 >"$WORK/fuse-a.out" 2>&1 &
+	pa=$!
+	inpool timeout 60 bash "$WORK/turns.sh" /pm/fs/turns b a 40 >"$WORK/fuse-b.out" 2>&1 || rc=$?
+	wait $pa || rc=$?
+	want=$(for i in $(seq 1 40); do echo "a $i"; echo "b $i"; done)
+	got=$(cat "$mnt/fs/turns")
+	# names and sizes: nothing cached on the mount either
+	inpool bash -c 'echo made-by-run > /pm/fs/new && echo 0123456789 >> /pm/fs/turns'
+	seen=$(cat "$mnt/fs/new" 2>&1) || true
+	size=$(stat -c %s "$mnt/fs/turns")
+	"$FERRITE" umount "$mnt" >>"$out" 2>&1 || { show "$out"; why="ferrite umount failed"; return 1; }
+	[ $rc = 0 ] || { show "$WORK/fuse-a.out"; show "$WORK/fuse-b.out"; why="the writers did not see each other's lines (status $rc)"; return 1; }
+	[ "$got" = "$want" ] || { why="lines out of turn: $(diff <(echo "$want") <(echo "$got") | head -3 | tr '\n' ' ')"; return 1; }
+	[ "$seen" = made-by-run ] || { why="the mount did not see a file ferrite run made: $seen"; return 1; }
+	[ "$size" = $((${#want} + 1 + 11)) ] || { why="the mount shows size $size, the file has $((${#want} + 1 + 11))"; return 1; }
+}
+
 # ---- four sqlite3 processes at once -------------------------------------------------
 t_together() {
 	local db=/pm/conc.db w pids=() rc=0 got
@@ -223,6 +264,7 @@ wants make && run "make -j2, run from the pool, #! scripts, make clean; host unt
 wants git && run "git clone, commit, gc, fsck --full" t_git
 wants tar && run "tar czf / tar xzf in the pool" t_tar
 wants venv && run "python3 -m venv and pip install of a local wheel" t_venv
+wants fuse && run "a shared FUSE mount and ferrite run take turns on one file" t_fuse
 if wants rsync; then
 	if command -v rsync >/dev/null; then run "rsync -a in and out" t_rsync; else say "rsync: not installed, skipped"; fi
 fi
