@@ -803,7 +803,10 @@ int share_enter(struct pool_share *s)
 		why |= SHARE_FORKED;
 	}
 	why = turn_take(s, why);
-	why |= __atomic_exchange_n(&s->pending_why, 0, __ATOMIC_SEQ_CST);
+	/* every call passes here: a plain load first, the exchange only after
+	 * a fork or a reap left something to do */
+	if (__atomic_load_n(&s->pending_why, __ATOMIC_ACQUIRE))
+		why |= __atomic_exchange_n(&s->pending_why, 0, __ATOMIC_SEQ_CST);
 	if (s->slot < 0 || (s->prev && s->prev != s->pid)) {
 		pthread_mutex_lock(&s->tab_lock);
 		if (s->slot < 0)
