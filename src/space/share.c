@@ -45,7 +45,13 @@
  *               holds can go before it runs. A new image after exec takes
  *               its old image's slot (same pid and start time), keeping its
  *               record locks and descriptions (share_desc.c) but not its
- *               inode holds.
+ *               inode holds;
+ *             H7 waiters counts the set entries of waiting, each a thread
+ *               waiting for the turn: the holder waits a moment for them
+ *               and wakes them when it goes idle. A waiter that dies leaves
+ *               its entry; a holder that waited and saw no one come gives
+ *               back the entries of processes that are gone, so a killed
+ *               waiter never slows the others for longer than that.
  * Validation: the coordination file is untrusted: it must be a regular
  *   file of ours or of the pool's owner, no more writable than the pool,
  *   name the pool's device and inode, and have the expected size; a turn
@@ -457,6 +463,41 @@ static int fork_wait(struct pool_share *s)
 	return 1;
 }
 
+/* H7: a thread about to wait for the turn is seen only once it has an
+ * entry; with every entry taken it waits unseen, woken by its timeout. */
+static int waiter_in(struct pool_share *s, uint64_t me)
+{
+	for (int i = 0; i < SHARE_WAITERS; i++) {
+		uint64_t none = 0;
+		if (!__atomic_load_n(&s->f->waiting[i], __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&s->f->waiting[i], &none, me, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST)) {
+			__atomic_add_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
+			return i;
+		}
+	}
+	return -1;
+}
+
+static void waiter_out(struct pool_share *s, int i, uint64_t me)
+{
+	if (i >= 0 && __atomic_compare_exchange_n(&s->f->waiting[i], &me, 0, 0, __ATOMIC_SEQ_CST,
+						  __ATOMIC_SEQ_CST))
+		__atomic_sub_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Gives back the entries of waiters whose process is gone. */
+static void waiters_prune(struct pool_share *s)
+{
+	for (int i = 0; i < SHARE_WAITERS; i++) {
+		uint64_t e = __atomic_load_n(&s->f->waiting[i], __ATOMIC_SEQ_CST);
+		if (e && (uint32_t)proc_start((uint32_t)(e >> 32)) != (uint32_t)e &&
+		    __atomic_compare_exchange_n(&s->f->waiting[i], &e, 0, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST))
+			__atomic_sub_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
+	}
+}
+
 static int turn_take(struct pool_share *s, int why)
 {
 	struct share_file *f = s->f;
@@ -474,6 +515,8 @@ static int turn_take(struct pool_share *s, int why)
 			    __atomic_load_n(&f->waiters, __ATOMIC_SEQ_CST)) {
 				futex(&f->turn, FUTEX_WAIT, v,
 				      &(struct timespec){0, 1000000}); /* 1 ms */
+				if (__atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) == v)
+					waiters_prune(s); /* no one came: are they alive? */
 				continue;
 			}
 			if (__atomic_compare_exchange_n(&f->turn, &v, v + 1, 0, __ATOMIC_SEQ_CST,
@@ -494,11 +537,15 @@ static int turn_take(struct pool_share *s, int why)
 			continue;
 		}
 		/* busy: wait for its last call to end; check now and then that
-		 * the holder still lives (H3) */
-		__atomic_add_fetch(&f->waiters, 1, __ATOMIC_SEQ_CST);
+		 * the holder still lives (H3) -- also when a signal ends the
+		 * wait, or a program whose timer fires more often than the wait
+		 * times out would never take over from a holder that died */
+		uint64_t me = (uint64_t)s->pid << 32 | (uint32_t)s->start;
+		int seen = waiter_in(s, me);
 		long r = futex(&f->turn, FUTEX_WAIT, v, &(struct timespec){0, 50000000});
-		__atomic_sub_fetch(&f->waiters, 1, __ATOMIC_SEQ_CST);
-		if (r == -1 && errno == ETIMEDOUT && holder_gone(f, TURN_PID(v)) &&
+		int woken_by = r == -1 ? errno : 0;
+		waiter_out(s, seen, me);
+		if ((woken_by == ETIMEDOUT || woken_by == EINTR) && holder_gone(f, TURN_PID(v)) &&
 		    take(s, &v, 1)) {
 			s->prev = TURN_PID(v);
 			why |= SHARE_OTHER | SHARE_DEAD;

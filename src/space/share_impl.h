@@ -14,7 +14,7 @@
 #include "space/space.h"
 
 #define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
-#define SHARE_VERSION 5
+#define SHARE_VERSION 6
 #define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
 #define SHARE_WRING   4096	 /* window changes a process may fall behind by */
 
@@ -24,6 +24,7 @@
 #define TURN_CALLS(v) ((v)&TURN_INSIDE)
 
 #define SHARE_PROCS	128 /* processes with the pool open at once */
+#define SHARE_WAITERS	128 /* threads seen waiting for the turn at once */
 #define PROC_WORDS	(SHARE_PROCS / 64)
 #define SHARE_DESCS	4096	   /* descriptions shared by processes at once */
 #define FORKLING_TAKING UINT32_MAX /* the child is taking its reserved slot over */
@@ -51,7 +52,7 @@ struct share_file {
 	uint64_t pool_dev, pool_ino;
 	uint64_t size;
 	uint32_t turn;	  /* futex word: holder pid << TURN_SHIFT | calls inside */
-	uint32_t waiters; /* processes waiting for the turn */
+	uint32_t waiters; /* entries set in waiting (H7) */
 	uint32_t holder_pid;
 	uint32_t pad;
 	uint64_t holder_start; /* holder_pid's start time (/proc/pid/stat) */
@@ -61,6 +62,8 @@ struct share_file {
 	struct {
 		uint64_t w, n;
 	} wring[SHARE_WRING];
+	/* who waits for the turn: pid << 32 | its start time's low 32 bits */
+	uint64_t waiting[SHARE_WAITERS];
 	struct share_proc procs[SHARE_PROCS];
 	struct share_desc desc[SHARE_DESCS];
 	struct share_ino ino[];
