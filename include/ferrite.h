@@ -390,6 +390,10 @@ struct ferrite_info {
 	 * (online compaction: file pages moved, the files unaware), and the
 	 * pages it moved. */
 	uint64_t compactions, compacted_pages;
+	/* Whether a stray store of the program into pool memory is caught:
+	 * protection keys where the CPU has them, the read-only mappings of
+	 * `ferrite run --protect`, or neither. */
+	char protection[128];
 };
 
 FERRITE_API int ferrite_get_info(ferrite_fs *fs, struct ferrite_info *info);

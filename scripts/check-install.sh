@@ -34,7 +34,8 @@ for f in bin/ferrite sbin/umount.fuse.ferrite include/ferrite.h \
 	share/bash-completion/completions/ferrite; do
 	[ -f "$prefix/$f" ] || fail "$f not installed"
 done
-for f in libferrite.so libferrite.so.0 ferrite/libferrite-preload.so pkgconfig/ferrite.pc; do
+for f in libferrite.so libferrite.so.0 ferrite/libferrite-preload.so \
+	ferrite/libferrite-preload-protect.so pkgconfig/ferrite.pc; do
 	[ -e "$libdir/$f" ] || fail "${libdir#"$prefix"/}/$f not installed"
 done
 [ -n "$(find "$prefix" -name 'ferrite-mount@.service')" ] || fail "ferrite-mount@.service not installed"
@@ -88,6 +89,8 @@ $cc -std=gnu11 -Wall -Werror $extra_cflags -o "$tmp/small" "$tmp/small.c" \
 step "ferrite run uses the installed preload library"
 [ "$(env -u FERRITE_PRELOAD_LIB "$ferrite" run --pool "$tmp/my.pool" -- cat /pm/hello)" = hi ] ||
 	fail "ferrite run: no /pm/hello"
+[ "$(env -u FERRITE_PRELOAD_PROTECT_LIB "$ferrite" run --protect --pool "$tmp/my.pool" -- cat /pm/hello)" = hi ] ||
+	fail "ferrite run --protect: no /pm/hello"
 
 step "ferrite bench runs the installed ferrite-bench"
 # A smoke run in a fraction of a second: two columns, a 64 MiB pool, no

@@ -159,6 +159,7 @@ static void info_print_tier_text(const char *pool, const char *label, const stru
 	text_line("backing:", "%s", in->backing);
 	text_line("huge pages:", "%s", in->huge_pages ? "yes (2 MiB)" : INFO_NO_HUGE);
 	text_line("persistence:", "%s", in->persistence);
+	text_line("protection:", "%s", in->protection);
 }
 
 static void info_print_tier_json(const char *pool, const char *label, const struct ferrite_info *in,
@@ -175,6 +176,7 @@ static void info_print_tier_json(const char *pool, const char *label, const stru
 	json_key_string("backing", in->backing);
 	printf("  \"huge_pages\": %s,\n", in->huge_pages ? "true" : "false");
 	json_key_string("persistence", in->persistence);
+	json_key_string("protection", in->protection);
 	if (ti)
 		tier_info_print_json_fields(ti);
 	else
@@ -211,6 +213,7 @@ static void info_print_text(const char *pool, const char *label, const struct fe
 	text_line("backing:", "%s", in->backing);
 	text_line("huge pages:", "%s", in->huge_pages ? "yes (2 MiB)" : INFO_NO_HUGE);
 	text_line("persistence:", "%s", in->persistence);
+	text_line("protection:", "%s", in->protection);
 }
 
 /* ---- JSON -------------------------------------------------------------------- */
@@ -266,8 +269,9 @@ static void info_print_json(const char *pool, const char *label, const struct fe
 	json_key_u64("log_slots", in->log_slots);
 	json_key_string("backing", in->backing);
 	printf("  \"huge_pages\": %s,\n", in->huge_pages ? "true" : "false");
-	printf("  \"persistence\": ");
-	json_print_string(in->persistence);
+	json_key_string("persistence", in->persistence);
+	printf("  \"protection\": ");
+	json_print_string(in->protection);
 	puts("\n}");
 }
 
@@ -291,6 +295,7 @@ int info_load(const char *cmd, const char *pool, struct ferrite_info *in)
 	in->uuid[sizeof(in->uuid) - 1] = '\0';
 	in->backing[sizeof(in->backing) - 1] = '\0';
 	in->persistence[sizeof(in->persistence) - 1] = '\0';
+	in->protection[sizeof(in->protection) - 1] = '\0';
 	return rc;
 }
 

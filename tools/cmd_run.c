@@ -23,13 +23,14 @@
 #define FERRITE_LIBDIR "lib"
 #endif
 #define PRELOAD_NAME	      "libferrite-preload.so"
+#define PRELOAD_PROTECT_NAME  "libferrite-preload-protect.so"
 #define DEFAULT_POOL_PATH     "/dev/shm/ferrite/default.pool"
 #define CLI_EXIT_NOT_FOUND    127
 #define CLI_EXIT_NOT_RUNNABLE 126
 
 static const char run_usage[] =
-    "Usage: ferrite run [--pool POOL] [--prefix DIR] [--mode strict|sync] [--]\n"
-    "                   CMD [ARGS...]\n"
+    "Usage: ferrite run [--pool POOL] [--prefix DIR] [--mode strict|sync]\n"
+    "                   [--protect] [--] CMD [ARGS...]\n"
     "\nRun CMD with the Ferrite preload shim: every file call on a path under\n"
     "DIR (default /pm) goes to POOL inside the process (\"/pm/a/b\" is \"/a/b\"\n"
     "in the pool); every other path goes to the kernel as usual.\n"
@@ -40,10 +41,14 @@ static const char run_usage[] =
     "                 not /, no '.' or '..' parts, not a non-empty host directory\n"
     "  --mode MODE    strict (every write atomic) or sync for this run (default:\n"
     "                 the pool's mode, chosen at mkfs)\n"
+    "  --protect      debug mode: the pool is mapped read-only and the library\n"
+    "                 stores through a view writable only while it stores, so a\n"
+    "                 stray store of CMD into pool memory faults and is named\n"
+    "                 (slow; files CMD maps itself stay writable)\n"
     "  -h, --help     show this help\n"
-    "\nThe pool belongs to the process while it runs: a second process, and a\n"
-    "forked child of this one, cannot use it (use `ferrite mount` to share a\n"
-    "pool). Open pool files survive exec.\n"
+    "\nForked children and exec'ed programs go on with the pool (descriptors,\n"
+    "working directory); other `ferrite run` programs and C API users may use\n"
+    "the same pm pool at the same time.\n"
     "Exit status: CMD's, or 1 when the pool cannot be used, 2 usage error,\n"
     "126 CMD not runnable, 127 CMD not found.\n";
 
@@ -51,6 +56,7 @@ struct run_args {
 	const char *pool;
 	const char *prefix;
 	const char *mode; /* "strict", "sync" or NULL (the pool's) */
+	int protect;	  /* the checking shim (--protect) */
 	char **cmd;
 };
 
@@ -60,6 +66,7 @@ static int run_parse(int argc, char **argv, struct run_args *a)
 	    {"pool", required_argument, NULL, CLI_OPT_POOL},
 	    {"prefix", required_argument, NULL, 'p'},
 	    {"mode", required_argument, NULL, 'm'},
+	    {"protect", no_argument, NULL, 'P'},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
 	};
@@ -79,6 +86,8 @@ static int run_parse(int argc, char **argv, struct run_args *a)
 						       "invalid mode '%s' (sync or strict)",
 						       optarg);
 			a->mode = optarg;
+		} else if (opt == 'P') {
+			a->protect = 1;
 		} else if (opt == 'h') {
 			fputs(run_usage, stdout);
 			return CLI_EXIT_OK;
@@ -232,12 +241,16 @@ int cmd_run(int argc, char **argv)
 	 * installation, in ferrite/ (where it is installed) or not. */
 	const char *const beside[] = {"", ("/../" FERRITE_LIBDIR "/ferrite"),
 				      ("/../" FERRITE_LIBDIR), "/../lib"};
-	rc = cli_find_beside("FERRITE_PRELOAD_LIB", PRELOAD_NAME, beside, 4, R_OK, shim,
-			     sizeof(shim));
+	const char *shim_name = a.protect ? PRELOAD_PROTECT_NAME : PRELOAD_NAME;
+	const char *shim_var = a.protect ? "FERRITE_PRELOAD_PROTECT_LIB" : "FERRITE_PRELOAD_LIB";
+	rc = cli_find_beside(shim_var, shim_name, beside, 4, R_OK, shim, sizeof(shim));
 	if (rc) {
-		cli_fail("run", "", PRELOAD_NAME,
+		char why[160];
+		snprintf(why, sizeof(why),
 			 "not found next to the ferrite binary nor in its library directory "
-			 "(set FERRITE_PRELOAD_LIB)");
+			 "(set %s)",
+			 shim_var);
+		cli_fail("run", "", shim_name, why);
 		return CLI_EXIT_FAILURE;
 	}
 	if (!realpath(pool, abspool)) {

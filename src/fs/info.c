@@ -86,6 +86,7 @@ int pmfs_get_info(ferrite_fs *fs, struct ferrite_info *info)
 	snprintf(info->backing, sizeof(info->backing), "%s", m->pool.backing);
 	info->huge_pages = m->pool.huge;
 	snprintf(info->persistence, sizeof(info->persistence), "%s", pm_describe());
+	snprintf(info->protection, sizeof(info->protection), "%s", pm_protection());
 
 	struct part_stats ps;
 	pthread_mutex_lock(&m->sp.alloc_lock); /* a stable tree while we walk it */

@@ -203,6 +203,23 @@ void pm_teardown(void *handle)
 	(void)handle; /* the wrapped maps live as long as the process */
 }
 
+const char *pm_protection(void)
+{
+	unsigned a, b, c = 0, d;
+	/* CPUID.7.0:ECX bit 3 PKU (the CPU has keys), bit 4 OSPKE (the kernel
+	 * enabled them) */
+	int pku = __get_cpuid_count(7, 0, &a, &b, &c, &d) && (c & (1u << 3)) && (c & (1u << 4));
+#ifdef FERRITE_PM_TRACE
+	if (pm_guard_wanted() == PM_GUARD_PROTECT)
+		return "on: pool mappings read-only, stores only through the persist layer "
+		       "(mprotect debug mode, slow)";
+#endif
+	return pku ? "off: the CPU has protection keys, not used yet; ferrite run --protect "
+		     "checks with read-only mappings (slow)"
+		   : "off: this CPU has no protection keys; ferrite run --protect checks "
+		     "with read-only mappings (slow)";
+}
+
 const char *pm_describe(void)
 {
 	unsigned a, b, c, d;

@@ -52,6 +52,10 @@ int pm_setup(int fd, void *addr, size_t len, int gran, void **handle);
 void pm_teardown(void *handle);
 /* Human-readable name of the flush instruction in use. */
 const char *pm_describe(void);
+/* Whether a stray store of the program into pool memory is caught, and how
+ * (ferrite info): protection keys where the CPU has them, or the checking
+ * build's read-only mappings. */
+const char *pm_protection(void);
 
 /* ---- tracing build (FERRITE_PM_TRACE) ---------------------------------------
  *
@@ -73,6 +77,7 @@ const char *pm_describe(void);
 struct pm_pool {
 	const char *path;
 	char *alias; /* writable mapping of [0, size) when guarded, else NULL */
+	int protect; /* PM_GUARD_PROTECT: alias is PROT_NONE between stores */
 	char *base;  /* the direct mapping */
 	uint64_t size;
 	void *tracer; /* the tracer's own state for this pool */
@@ -99,11 +104,17 @@ extern const struct pm_trace_ops *pm_trace;
 /* Registration by the space layer. xlate returns the pool offset of addr
  * (within one 4 KiB page) or PM_NO_OFF if no pool memory backs it. */
 typedef uint64_t (*pm_xlate_fn)(void *xctx, const char *addr);
-struct pm_pool *pm_pool_register(const char *path, char *base, uint64_t size, char *alias);
+struct pm_pool *pm_pool_register(const char *path, char *base, uint64_t size, char *alias,
+				 int protect);
 void pm_pool_unregister(struct pm_pool *pool);
 void pm_region_add(struct pm_pool *pool, char *start, uint64_t len, pm_xlate_fn xlate, void *xctx);
 void pm_region_del(char *start);
-/* Should mappings of a pool mapped now be read-only (a guarding tracer)? */
+/* Should mappings of a pool mapped now be read-only? PM_GUARD_ALIAS: a
+ * guarding tracer (the explorer), stores through a writable alias;
+ * PM_GUARD_PROTECT: the protection debug mode (the checking build, or
+ * FERRITE_PROTECT=1 in a tracing build), whose alias is writable only
+ * while the persist layer stores through it. */
+enum { PM_GUARD_NONE, PM_GUARD_ALIAS, PM_GUARD_PROTECT };
 int pm_guard_wanted(void);
 /* The registered region holding addr, for a fault handler's message. */
 int pm_region_describe(const void *addr, char *buf, size_t len);

@@ -7,7 +7,12 @@
  *               address in it (space/pool.c: the direct mapping; vspace.c:
  *               the partition space, translated through the PPT);
  *             R2 while a pool is guarded, all of its mappings are read-only
- *               and the only writable view is pool->alias, used only here.
+ *               and the only writable view is pool->alias, used only here;
+ *             R3 in the protection debug mode (FERRITE_PM_PROTECT build, or
+ *               FERRITE_PROTECT=1) the alias too is PROT_NONE except for the
+ *               pages of the one store being made, under protect_lock: a
+ *               store of the program into pool memory faults wherever it
+ *               lands (files it maps itself stay writable: fs/mmap.c).
  * Crash argument: none: this is instrumentation; what persists is decided
  *   by the tracer's model (tools/crashtest), not by this file.
  * Locking: regions change only while no operation runs on their pool
@@ -17,9 +22,12 @@
 
 #ifdef FERRITE_PM_TRACE
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #define MAX_REGIONS 32
 
@@ -54,10 +62,48 @@ void pm_trace_set(const struct pm_trace_ops *ops)
 
 int pm_guard_wanted(void)
 {
-	return pm_trace && pm_trace->guard;
+	if (pm_trace && pm_trace->guard)
+		return PM_GUARD_ALIAS;
+#ifdef FERRITE_PM_PROTECT
+	return PM_GUARD_PROTECT;
+#else
+	const char *e = getenv("FERRITE_PROTECT");
+	return e && *e && strcmp(e, "0") != 0 ? PM_GUARD_PROTECT : PM_GUARD_NONE;
+#endif
 }
 
-struct pm_pool *pm_pool_register(const char *path, char *base, uint64_t size, char *alias)
+/* R3: a fault in pool memory is the program's stray store: say where. */
+static struct sigaction protect_old_segv;
+
+static void protect_on_segv(int sig, siginfo_t *si, void *uc)
+{
+	char where[256];
+	if (pm_region_describe(si->si_addr, where, sizeof(where))) {
+		static const char head[] = "ferrite: a store outside the library into ";
+		(void)!write(2, head, sizeof(head) - 1);
+		(void)!write(2, where, strlen(where));
+		static const char tail[] = " (ferrite run --protect): the program wrote to memory "
+					   "that is not its own\n";
+		(void)!write(2, tail, sizeof(tail) - 1);
+	}
+	/* whoever handled SIGSEGV before (or the default) takes it from here:
+	 * the faulting store runs again */
+	sigaction(sig, &protect_old_segv, NULL);
+	(void)uc;
+}
+
+static void protect_install(void)
+{
+	struct sigaction sa = {.sa_sigaction = protect_on_segv, .sa_flags = SA_SIGINFO};
+	sigemptyset(&sa.sa_mask);
+	struct sigaction old;
+	if (sigaction(SIGSEGV, NULL, &old) == 0 && old.sa_handler == SIG_DFL &&
+	    !(old.sa_flags & SA_SIGINFO))
+		sigaction(SIGSEGV, &sa, &protect_old_segv);
+}
+
+struct pm_pool *pm_pool_register(const char *path, char *base, uint64_t size, char *alias,
+				 int protect)
 {
 	struct pm_pool *pool = calloc(1, sizeof(*pool));
 	if (!pool)
@@ -66,6 +112,11 @@ struct pm_pool *pm_pool_register(const char *path, char *base, uint64_t size, ch
 	pool->base = base;
 	pool->size = size;
 	pool->alias = alias;
+	pool->protect = alias && protect;
+	if (pool->protect) {
+		static pthread_once_t once = PTHREAD_ONCE_INIT;
+		pthread_once(&once, protect_install);
+	}
 	pthread_mutex_lock(&reg_lock);
 	if (alias)
 		nguarded++;
@@ -188,6 +239,16 @@ static void put(char *dst, const char *src, size_t n, int kind)
 }
 
 static uint64_t copy_seq;
+static pthread_mutex_t protect_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* R3: the alias pages of [off, off+n) writable (open) or not again. */
+static void protect_alias(struct pm_pool *pool, uint64_t off, size_t n, int open)
+{
+	uint64_t from = off & ~(uint64_t)(FR_PAGE_SIZE - 1);
+	uint64_t to = FR_ALIGN_UP(off + n, FR_PAGE_SIZE);
+	if (mprotect(pool->alias + from, to - from, open ? PROT_READ | PROT_WRITE : PROT_NONE))
+		die("mprotect of the pool's alias failed", pool->alias + from);
+}
 
 static void store(void *dst, const void *src, int c, size_t len, int kind)
 {
@@ -204,6 +265,10 @@ static void store(void *dst, const void *src, int c, size_t len, int kind)
 	uint64_t copy = kind == PM_ST_COPY ? __atomic_add_fetch(&copy_seq, 1, __ATOMIC_RELAXED) : 0;
 	FOR_EACH_PIECE(r, dst, len, piece, n, off, {
 		char *target = r->pool->alias ? r->pool->alias + off : (char *)piece;
+		if (r->pool->protect) {
+			pthread_mutex_lock(&protect_lock);
+			protect_alias(r->pool, off, n, 1);
+		}
 		if (s)
 			put(target, s, n, kind);
 		else
@@ -212,6 +277,10 @@ static void store(void *dst, const void *src, int c, size_t len, int kind)
 		 * the PPT names: a stale mapping would otherwise go unseen. */
 		if (r->xlate && r->pool->alias && memcmp(piece, r->pool->alias + off, n) != 0)
 			die("partition-space mapping disagrees with the page table", piece);
+		if (r->pool->protect) {
+			protect_alias(r->pool, off, n, 0);
+			pthread_mutex_unlock(&protect_lock);
+		}
 		if (pm_trace)
 			pm_trace->store(pm_trace->ctx, r->pool, off, n, copy);
 		if (s)

@@ -415,10 +415,11 @@ int pool_open(struct pool *p, const char *path, int flags)
 		char who[96];
 		pool_holder_describe(fd, who, sizeof(who));
 		close(fd);
-		return fr_err(-EBUSY,
-			      "%s: pool is in use by %s "
-			      "(a check, mkfs, tune, `ferrite mount` and tiered pools need it alone)",
-			      path, who);
+		return fr_err(
+		    -EBUSY,
+		    "%s: pool is in use by %s "
+		    "(a check, mkfs, tune, `ferrite mount` and tiered pools need it alone)",
+		    path, who);
 	}
 	p->fd = fd;
 	if (!p->path)
@@ -627,9 +628,12 @@ int pool_map(struct pool *p, uint64_t size)
 	char *base = (char *)FR_ALIGN_UP((uintptr_t)r, FR_UNIT_SIZE);
 	int prot = PROT_READ | PROT_WRITE;
 #ifdef FERRITE_PM_TRACE
-	if (pm_guard_wanted()) {
-		/* Guarded (pm.h): read-only everywhere, one writable alias. */
-		void *a = mmap(NULL, size, PROT_READ | PROT_WRITE, p->map_flags, p->fd, 0);
+	int guard = pm_guard_wanted();
+	if (guard) {
+		/* Guarded (pm.h): read-only everywhere, one alias, writable
+		 * (the explorer) or only while a store is made (protection) */
+		int aprot = guard == PM_GUARD_PROTECT ? PROT_NONE : PROT_READ | PROT_WRITE;
+		void *a = mmap(NULL, size, aprot, p->map_flags, p->fd, 0);
 		if (a == MAP_FAILED) {
 			int e = errno;
 			munmap(r, resv);
@@ -669,7 +673,7 @@ int pool_map(struct pool *p, uint64_t size)
 		return rc;
 	}
 #ifdef FERRITE_PM_TRACE
-	p->pm = pm_pool_register(p->path, base, size, p->alias);
+	p->pm = pm_pool_register(p->path, base, size, p->alias, guard == PM_GUARD_PROTECT);
 #endif
 	return 0;
 }

@@ -752,6 +752,7 @@ int tier_get_info(ferrite_fs *fs, struct ferrite_info *in)
 	in->max_file_size = TIER_MAX_FILE;
 	in->huge_pages = t->pool.huge;
 	snprintf(in->persistence, sizeof in->persistence, "%s", pm_describe());
+	snprintf(in->protection, sizeof in->protection, "%s", pm_protection());
 	return fr_err_finish(0);
 }
 
