@@ -223,12 +223,30 @@ struct sh_file *sh_file_new(int ffd, int oflags, const char *path)
 	return f;
 }
 
-/* A placeholder descriptor (S1): >= minfd, or exactly `at`. */
+/* A placeholder descriptor (S1): >= minfd, or exactly `at`; a parked one
+ * if it may be (S4). */
 static int placeholder(int minfd, int cloexec, int at)
 {
+	if (at >= 0 && sh_park_claim(at)) { /* the number is a placeholder already */
+		if (!cloexec && REAL(fcntl)(at, F_SETFD, 0)) {
+			int e = errno;
+			sh_kclose(at);
+			return -e;
+		}
+		sh_park_cloexec(at, cloexec);
+		return at;
+	}
+	if (at < 0) {
+		int p = sh_park_take(minfd, cloexec);
+		if (p >= 0)
+			return p;
+	}
 	int t = REAL(openat)(AT_FDCWD, "/dev/null", O_PATH | O_CLOEXEC);
+	if (t < 0 && errno == EMFILE && sh_park_release())
+		t = REAL(openat)(AT_FDCWD, "/dev/null", O_PATH | O_CLOEXEC);
 	if (t < 0)
 		return -errno;
+	sh_park_opened(t); /* the lowest free number (P2) */
 	int fd;
 	if (at >= 0)
 		fd = at == t ? t : REAL(dup3)(t, at, O_CLOEXEC);
@@ -238,11 +256,12 @@ static int placeholder(int minfd, int cloexec, int at)
 		fd = REAL(fcntl)(t, F_DUPFD_CLOEXEC, minfd);
 	int e = errno;
 	if (fd != t)
-		REAL(close)(t);
+		sh_kclose(t);
 	if (fd < 0)
 		return -e;
 	if (!cloexec)
 		REAL(fcntl)(fd, F_SETFD, 0);
+	sh_park_cloexec(fd, cloexec);
 	return fd;
 }
 
@@ -270,7 +289,7 @@ int sh_dup_to(struct sh_file *f, int minfd, int cloexec, int at)
 	int rc = table_put(fd, f);
 	if (rc) {
 		sh_file_put(f);
-		REAL(close)(fd);
+		sh_kclose(fd);
 		return rc;
 	}
 	if (fd < 3)
@@ -342,10 +361,12 @@ void sh_for_each(void (*fn)(int fd, struct sh_file *f, void *arg), void *arg)
 static void fork_prepare(void)
 {
 	pthread_rwlock_wrlock(&sh_tab_lock);
+	sh_park_fork_prepare();
 }
 
 static void fork_parent(void)
 {
+	sh_park_fork_parent();
 	pthread_rwlock_unlock(&sh_tab_lock);
 }
 
@@ -355,6 +376,7 @@ static void fork_child(void)
 	 * the child's one thread has another id: start the lock afresh. */
 	pthread_rwlock_t fresh = PTHREAD_RWLOCK_INITIALIZER;
 	memcpy(&sh_tab_lock, &fresh, sizeof(fresh));
+	sh_park_fork_child();
 	if (sh_fs_if_mounted() && pool_alone)
 		sh_forked = 1; /* C2 */
 }
@@ -362,6 +384,7 @@ static void fork_child(void)
 __attribute__((constructor)) static void sh_start(void)
 {
 	sh_config_init();
+	sh_park_start();
 	pthread_atfork(fork_prepare, fork_parent, fork_child);
 	sh_exec_restore();
 }

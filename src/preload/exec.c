@@ -166,7 +166,7 @@ void sh_exec_prepare(char *const envp[], struct sh_prep *pr)
 	int fd = (int)syscall(SYS_memfd_create, "ferrite-exec-state", 0);
 	if (fd < 0 || REAL(write)(fd, b.p, b.n) != (ssize_t)b.n) {
 		if (fd >= 0)
-			REAL(close)(fd);
+			sh_kclose(fd);
 		free(b.p);
 		fprintf(stderr, "ferrite: cannot pass open pool files across exec\n");
 		return;
@@ -182,7 +182,7 @@ void sh_exec_prepare(char *const envp[], struct sh_prep *pr)
 		free(state);
 		free(pre);
 		free(pool);
-		REAL(close)(fd);
+		sh_kclose(fd);
 		return;
 	}
 	size_t k = 0;
@@ -212,7 +212,7 @@ void sh_exec_abort(struct sh_prep *pr)
 {
 	int e = errno;
 	if (pr->memfd >= 0)
-		REAL(close)(pr->memfd);
+		sh_kclose(pr->memfd);
 	if (pr->env) {
 		for (char **p = pr->env; *p; p++)
 			if (!strncmp(*p, STATE_ENV "=", sizeof(STATE_ENV)) ||
@@ -403,7 +403,7 @@ static void restore_one(ferrite_fs *fs, const struct rec *r, const char *path,
 			SH_CALL(ferrite_close(fs, ffd));
 		fprintf(stderr, "ferrite: descriptor %d (%s%s) is closed after exec: %s\n", r->fd,
 			sh_cfg.prefix, path, why ? why : "out of memory");
-		REAL(close)(r->fd); /* E2 */
+		sh_kclose(r->fd); /* E2 */
 		return;
 	}
 	sh_file_put(f); /* the table holds it */
@@ -424,10 +424,10 @@ void sh_exec_restore(void)
 	char *b = malloc((size_t)st.st_size);
 	if (!b || REAL(pread)(mfd, b, (size_t)st.st_size, 0) != st.st_size) {
 		free(b);
-		REAL(close)(mfd);
+		sh_kclose(mfd);
 		return;
 	}
-	REAL(close)(mfd);
+	sh_kclose(mfd);
 	struct hdr *h = (struct hdr *)b;
 	size_t pos = sizeof(*h) + h->cwdlen;
 	if (h->magic != STATE_MAGIC || pos > (size_t)st.st_size) {
@@ -451,7 +451,7 @@ void sh_exec_restore(void)
 		if (!fs || !seen_f || !seen_id) {
 			fprintf(stderr, "ferrite: descriptor %d (%s%s) is closed after exec: %s\n",
 				r.fd, sh_cfg.prefix, path, fs ? "out of memory" : strerror(-err));
-			REAL(close)(r.fd); /* E2 */
+			sh_kclose(r.fd); /* E2 */
 			continue;
 		}
 		restore_one(fs, &r, path, seen_f, seen_id, i);

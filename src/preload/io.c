@@ -73,9 +73,16 @@ static mode_t open_mode(int flags, va_list ap)
 		if (sh_depth)                                                                      \
 			return real_call;                                                          \
 		int rc_ = sh_open_common(dirfd, &path, flags, mode);                               \
-		if (rc_ == SH_KERNEL)                                                              \
-			return real_call;                                                          \
-		return (int)sh_ret(rc_);                                                           \
+		if (rc_ != SH_KERNEL)                                                              \
+			return (int)sh_ret(rc_);                                                   \
+		/* the kernel's lowest free number (park.c P2); parked ones                        \
+		 * given back if they are what it lacks */                                         \
+		int fd_ = real_call;                                                               \
+		if (fd_ < 0 && errno == EMFILE && sh_park_release())                               \
+			fd_ = real_call;                                                           \
+		if (fd_ >= 0)                                                                      \
+			sh_park_opened(fd_);                                                       \
+		return fd_;                                                                        \
 	} while (0)
 
 SH_EXPORT int open(const char *path, int flags, ...)
@@ -156,10 +163,20 @@ SH_EXPORT int __openat64_2(int dirfd, const char *path, int flags)
 SH_EXPORT int close(int fd)
 {
 	if (!sh_depth && sh_forget(fd)) {
-		REAL(close)(fd); /* C3: the slot is empty before the number is freed */
+		/* C3: the slot is empty before the number is freed (or
+		 * parked for the next open: S4) */
+		if (!sh_park_put(fd))
+			sh_kclose(fd);
 		return 0;
 	}
-	return REAL(close)(fd);
+	if (!sh_depth && sh_park_close(fd)) {
+		errno = EBADF; /* not the program's: a parked placeholder */
+		return -1;
+	}
+	int rc = REAL(close)(fd);
+	if (rc == 0)
+		sh_park_freed(fd);
+	return rc;
 }
 
 struct range_arg {
@@ -196,8 +213,11 @@ static void forget_range(unsigned lo, unsigned hi)
 SH_EXPORT int close_range(unsigned first, unsigned last, int flags)
 {
 	int rc = REAL(close_range)(first, last, flags);
-	if (!rc && !sh_depth && !(flags & CLOSE_RANGE_CLOEXEC))
-		forget_range(first, last);
+	if (!rc && !(flags & CLOSE_RANGE_CLOEXEC)) {
+		if (!sh_depth)
+			forget_range(first, last);
+		sh_park_closed_range(first, last);
+	}
 	return rc;
 }
 
@@ -206,6 +226,8 @@ SH_EXPORT void closefrom(int lowfd)
 	if (!sh_depth && lowfd >= 0)
 		forget_range((unsigned)lowfd, ~0u);
 	REAL(closefrom)(lowfd);
+	if (lowfd >= 0)
+		sh_park_closed_range((unsigned)lowfd, ~0u);
 }
 
 /* ---- read and write ----------------------------------------------------------- */
@@ -642,6 +664,10 @@ SH_EXPORT int statvfs64(const char *path, struct statvfs64 *v)
 SH_EXPORT int dup(int fd)
 {
 	struct sh_file *f;
+	if (!sh_depth && sh_park_is(fd)) {
+		errno = EBADF; /* S4: not the program's */
+		return -1;
+	}
 	if (sh_depth || !(f = sh_file_get(fd)))
 		return REAL(dup)(fd);
 	int rc = sh_dup_to(f, 0, 0, -1);
@@ -654,10 +680,16 @@ static int do_dup3(int oldfd, int newfd, int flags, int is_dup2)
 	struct sh_file *f;
 	if (sh_depth)
 		return is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
+	if (sh_park_is(oldfd)) {
+		errno = EBADF; /* S4: not the program's */
+		return -1;
+	}
 	if (!(f = sh_file_get(oldfd))) {
 		int rc = is_dup2 ? REAL(dup2)(oldfd, newfd) : REAL(dup3)(oldfd, newfd, flags);
-		if (rc >= 0 && oldfd != newfd)
+		if (rc >= 0 && oldfd != newfd) {
 			sh_forget(newfd); /* a kernel file replaced one of ours */
+			sh_park_claim(newfd);
+		}
 		return rc;
 	}
 	int rc;
@@ -705,6 +737,8 @@ static int do_fcntl(int fd, struct sh_file *f, int cmd, void *arg)
 	case F_GETFD:
 	case F_SETFD: {
 		int rc = REAL(fcntl)(fd, cmd, (int)iarg); /* S1: the placeholder's flag */
+		if (rc >= 0 && cmd == F_SETFD)
+			sh_park_cloexec(fd, (int)iarg & FD_CLOEXEC);
 		return rc < 0 ? -errno : rc;
 	}
 	case F_GETFL: {
@@ -735,6 +769,10 @@ static int do_fcntl(int fd, struct sh_file *f, int cmd, void *arg)
 static int fcntl_any(int fd, int cmd, void *arg, int is64)
 {
 	struct sh_file *f;
+	if (!sh_depth && sh_park_is(fd)) {
+		errno = EBADF; /* S4: not the program's */
+		return -1;
+	}
 	if (sh_depth || !(f = sh_file_get(fd)))
 		return is64 ? REAL(fcntl64)(fd, cmd, arg) : REAL(fcntl)(fd, cmd, arg);
 	int rc = sh_forked && cmd != F_GETFD && cmd != F_SETFD ? sh_fork_denied()
@@ -791,6 +829,8 @@ SH_EXPORT int ioctl(int fd, unsigned long req, ...)
 	int rc = -ENOTTY; /* no terminal, no FIONREAD, no reflink: callers fall back */
 	if (req == FIOCLEX || req == FIONCLEX)
 		rc = REAL(fcntl)(fd, F_SETFD, req == FIOCLEX ? FD_CLOEXEC : 0) ? -errno : 0;
+	if (rc == 0 && (req == FIOCLEX || req == FIONCLEX))
+		sh_park_cloexec(fd, req == FIOCLEX);
 	else if (req == FIONBIO)
 		rc = 0;
 	sh_file_put(f);

@@ -18,6 +18,8 @@
  *             S2 sh_fd_table[n] != NULL iff kernel descriptor n is such a
  *               placeholder; it points to the open file description
  *               (struct sh_file) all descriptors dup'ed from it share;
+ *             S4 a placeholder whose pool descriptor the program closed may
+ *               be parked (park.c) and given to the next pool open;
  *             S3 calls the library makes (sh_depth > 0 on that thread), and
  *               calls in a forked child of a tiered pool's holder, never
  *               enter the library through the shim again.
@@ -151,6 +153,40 @@ int sh_dup_to(struct sh_file *f, int minfd, int cloexec, int at);
 /* Drops our side of kernel descriptor fd if it is ours (it was closed or
  * replaced); returns 1 if it was. */
 int sh_forget(int fd);
+
+/* park.c: placeholders kept for the next open (S4). */
+#define PARK_FDS 65536 /* numbers the shim can park */
+extern uint64_t sh_parked_bits[PARK_FDS / 64];
+/* Is fd parked: a number the program does not have (EBADF)? */
+static inline int sh_park_is(int fd)
+{
+	return fd >= 0 && fd < PARK_FDS &&
+	       (__atomic_load_n(&sh_parked_bits[fd / 64], __ATOMIC_ACQUIRE) >> (fd % 64) & 1);
+}
+void sh_park_start(void);
+void sh_park_fork_prepare(void);
+void sh_park_fork_parent(void);
+void sh_park_fork_child(void);
+/* A parked number >= minfd that open may return now (its close-on-exec
+ * flag set as asked), or -1. */
+int sh_park_take(int minfd, int cloexec);
+/* Parks fd, a placeholder whose slot was just emptied; 0: close it. */
+int sh_park_put(int fd);
+/* fd is parked: it is the caller's now (dup2 replaced it); 1 if it was. */
+int sh_park_claim(int fd);
+/* The program closed fd, a number it does not have: closed if parked. */
+int sh_park_close(int fd);
+/* close_range or closefrom closed [first, last]. */
+void sh_park_closed_range(unsigned first, unsigned last);
+/* Closes every parked number (the process ran out of descriptors). */
+int sh_park_release(void);
+/* What the shim learns of descriptor numbers: placeholder fd's
+ * close-on-exec flag, the kernel's lowest free number, a number freed. */
+void sh_park_cloexec(int fd, int on);
+void sh_park_opened(int fd);
+void sh_park_freed(int fd);
+/* close(2) of a number the shim opened (sh_park_freed) */
+void sh_kclose(int fd);
 /* Every descriptor of ours: calls fn(fd, file, arg) under the table lock. */
 void sh_for_each(void (*fn)(int fd, struct sh_file *f, void *arg), void *arg);
 /* Restores an entry at an existing placeholder fd (exec.c). */
@@ -220,8 +256,13 @@ extern ferrite_fs *sh_the_fs;
 #define SH_FD_OP(type, fd, real_expr, lib_expr)                                                    \
 	do {                                                                                       \
 		struct sh_file *f_;                                                                \
-		if (sh_depth || !(f_ = sh_file_get(fd)))                                           \
+		if (sh_depth || !(f_ = sh_file_get(fd))) {                                         \
+			if (!sh_depth && sh_park_is(fd)) {                                         \
+				errno = EBADF; /* S4: not the program's */                         \
+				return (type)-1;                                                   \
+			}                                                                          \
 			return real_expr;                                                          \
+		}                                                                                  \
 		long r_ = sh_forked ? sh_fork_denied() : (long)SH_CALL(lib_expr);                  \
 		sh_file_put(f_);                                                                   \
 		return (type)sh_ret(r_);                                                           \

@@ -57,7 +57,7 @@ static int exe_memfd(ferrite_fs *fs, int ffd, uint64_t size, struct sh_exe *x)
 	    fcntl(mfd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE | F_SEAL_SEAL))
 		rc = -errno;
 	if (rc) {
-		REAL(close)(mfd);
+		sh_kclose(mfd);
 		return rc;
 	}
 	x->memfd = mfd;
@@ -184,7 +184,7 @@ void sh_exe_done(struct sh_exe *x)
 {
 	int e = errno;
 	if (x->memfd >= 0)
-		REAL(close)(x->memfd);
+		sh_kclose(x->memfd);
 	free(x->own_argv);
 	x->memfd = -1;
 	x->own_argv = NULL;

@@ -85,6 +85,58 @@ static void case_fds(void)
 	close(k3);
 }
 
+/* Descriptor numbers of closed pool files are kept for the next open
+ * (src/preload/park.c): the program still sees POSIX numbers. */
+static void case_reuse(void)
+{
+	int a = open("/pm/r", O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	CHECK(a > 2 && close(a) == 0);
+	int b = open("/pm/r", O_RDONLY | O_CLOEXEC); /* the lowest free number again */
+	CHECK(b == a && close(b) == 0);
+	/* a closed number is closed to every call, as on Linux */
+	struct stat st;
+	CHECK(fcntl(a, F_GETFD) == -1 && errno == EBADF);
+	CHECK(fstat(a, &st) == -1 && errno == EBADF);
+	CHECK(dup(a) == -1 && errno == EBADF);
+	CHECK(dup2(a, 200) == -1 && errno == EBADF);
+	CHECK(close(a) == -1 && errno == EBADF);
+	/* a host number freed below the kept one: open takes the lower */
+	int h = open("/dev/null", O_RDONLY);
+	int p = open("/pm/r", O_RDONLY);
+	CHECK(h >= 0 && p > h && close(p) == 0 && close(h) == 0);
+	int q = open("/pm/r", O_RDONLY);
+	CHECK(q == h);
+	/* 0-2 are never kept: closing stdin and opening gives 0 */
+	int saved = dup(0);
+	CHECK(saved > 2 && dup2(q, 0) == 0 && close(0) == 0);
+	int z = open("/pm/r", O_RDONLY);
+	CHECK(z == 0 && dup2(saved, 0) == 0 && close(saved) == 0 && close(q) == 0);
+	/* a kept number is closed by exec (it never shows in another program),
+	 * also when the pool descriptor it was had no close-on-exec */
+	int n = open("/pm/r", O_RDONLY);
+	CHECK(n > 2 && close(n) == 0);
+	char cmd[64];
+	snprintf(cmd, sizeof(cmd), "test ! -e /proc/self/fd/%d", n);
+	CHECK(system(cmd) == 0);
+	/* dup2 of a host file onto a kept number: the program's from then on */
+	int m = open("/pm/r", O_RDONLY | O_CLOEXEC);
+	CHECK(m > 2 && close(m) == 0);
+	int k = open("/dev/zero", O_RDONLY);
+	char c = 1;
+	CHECK(k >= 0 && dup2(k, m) == m && read(m, &c, 1) == 1 && c == 0);
+	CHECK(close(m) == 0 && close(k) == 0);
+	/* a forked child opens and closes on its own; the parent goes on */
+	pid_t pid = fork();
+	if (pid == 0) {
+		int x = open("/pm/r", O_RDONLY);
+		_exit(x > 2 && close(x) == 0 && close(x) == -1 ? 0 : 1);
+	}
+	int wst;
+	CHECK(pid > 0 && waitpid(pid, &wst, 0) == pid && WIFEXITED(wst) && !WEXITSTATUS(wst));
+	int y = open("/pm/r", O_RDONLY);
+	CHECK(y > 2 && fstat(y, &st) == 0 && S_ISREG(st.st_mode) && close(y) == 0);
+}
+
 static void case_paths(void)
 {
 	struct stat st;
@@ -485,6 +537,7 @@ struct test_case {
 
 static const struct test_case cases[] = {
     {"fds", case_fds},
+    {"reuse", case_reuse},
     {"paths", case_paths},
     {"stdio", case_stdio},
     {"stdio_redirect", case_stdio_redirect},
