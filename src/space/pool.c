@@ -420,6 +420,8 @@ int pool_open(struct pool *p, const char *path, int flags)
 		    "%s: pool is in use by %s "
 		    "(a check, mkfs, tune, `ferrite mount` and tiered pools need it alone)",
 		    path, who);
+	} else {
+		share_remove_stale(&st);
 	}
 	p->fd = fd;
 	if (!p->path)

@@ -34,7 +34,9 @@
  *               next mount's orphan release);
  *             H5 the coordination file is rebuilt from nothing by the first
  *               process to open the pool (it holds the pool's flock alone);
- *               later ones only check it, and the last one out removes it.
+ *               later ones only check it, and the last one out removes it
+ *               (or, when all died, whoever next holds the pool alone:
+ *               fsck, mkfs, an exclusive mount).
  *               Attach and that removal are serialised by an exclusive
  *               flock on the coordination file itself; an attacher that
  *               finds its file removed meanwhile opens the name again;
@@ -425,6 +427,25 @@ void share_detach(struct pool *p)
 		close(fd);
 	free(s);
 	p->share = NULL;
+}
+
+void share_remove_stale(const struct stat *pst)
+{
+	char name[sizeof(((struct pool_share *)0)->name)];
+	snprintf(name, sizeof(name), "/dev/shm/ferrite-%llx-%llx-%u.share",
+		 (unsigned long long)pst->st_dev, (unsigned long long)pst->st_ino,
+		 (unsigned)pst->st_uid);
+	int fd = open(name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0)
+		return;
+	/* H5: after any attach under way (which fails: the pool is ours);
+	 * only a file of ours, the pool owner's or root's, still at the name */
+	struct stat st, at;
+	if (!flock(fd, LOCK_EX) && !fstat(fd, &st) && S_ISREG(st.st_mode) &&
+	    (st.st_uid == geteuid() || st.st_uid == pst->st_uid || st.st_uid == 0) &&
+	    !stat(name, &at) && at.st_ino == st.st_ino && at.st_dev == st.st_dev)
+		unlink(name);
+	close(fd);
 }
 
 /* ---- the turn (H1-H3) -------------------------------------------------------------- */

@@ -65,6 +65,9 @@ struct stat;
  * process has it mounted already. */
 int share_attach(struct pool *p, const struct stat *pst);
 void share_detach(struct pool *p);
+/* The pool is held alone (its flock exclusive): a coordination file left by
+ * processes that all died is removed (H5). */
+void share_remove_stale(const struct stat *pst);
 /* What the process must do on taking the turn (share_enter's result). */
 #define SHARE_OTHER  1 /* another process ran calls since: drop every window */
 #define SHARE_DEAD   2 /* it died inside a call: recover as mount does */

@@ -954,6 +954,41 @@ static int c_kill_workers(void)
 	return 0;
 }
 
+/* Every process of a pool killed: the coordination file they leave in
+ * /dev/shm (3 MiB) goes when the pool is next held alone (fsck here). */
+static int c_stale_share(void)
+{
+	struct stat pst;
+	FT_CHECK(stat(pool, &pst) == 0, "stat %s", pool);
+	char name[128];
+	snprintf(name, sizeof(name), "/dev/shm/ferrite-%llx-%llx-%u.share",
+		 (unsigned long long)pst.st_dev, (unsigned long long)pst.st_ino,
+		 (unsigned)pst.st_uid);
+	int go[2];
+	FT_CHECK(pipe(go) == 0, "pipe");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		ferrite_fs *fs;
+		char c = ferrite_mount(pool, NULL, &fs) == 0 && ferrite_mkdir(fs, "/s", 0755) == 0;
+		(void)!write(go[1], &c, 1);
+		pause();
+		_exit(0);
+	}
+	char ok = 0;
+	FT_CHECK(read(go[0], &ok, 1) == 1 && ok, "the child's mount");
+	struct stat st;
+	FT_CHECK(stat(name, &st) == 0, "%s is not there while the pool is mounted", name);
+	kill(pid, SIGKILL);
+	FT_EQ(reap(pid), 128 + SIGKILL);
+	FT_CHECK(stat(name, &st) == 0, "%s went with the killed process", name);
+	FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	FT_CHECK(stat(name, &st) == -1 && errno == ENOENT, "fsck left %s behind", name);
+	close(go[0]);
+	close(go[1]);
+	return 0;
+}
+
 static const struct ft_case cases[] = {
     {"pingpong", c_pingpong, 0},
     {"fork_inherits", c_fork_inherits, 0},
@@ -963,6 +998,7 @@ static const struct ft_case cases[] = {
     {"mapped_elsewhere", c_mapped_elsewhere, 0},
     {"alone", c_alone, 0},
     {"kill_workers", c_kill_workers, 0},
+    {"stale_share", c_stale_share, 0},
 };
 
 static int before(const struct ft_case *c)
