@@ -217,13 +217,18 @@ int share_slot(struct pool_share *s)
 /* O_NOFOLLOW|O_EXCL create, or open one that is there and may be trusted
  * (see Validation): ours, the pool owner's or root's, no more writable than
  * the pool. */
-static int open_share_file(const char *pool_path, const struct stat *pst, char *name, size_t cap)
+/* Every process that may open the pool computes the same name; the owner is
+ * in it so that a pool given to another user gets a file the new owner can
+ * use (a file of the old one cannot be removed by them). */
+static void share_file_name(const struct stat *pst, char *name, size_t cap)
 {
-	/* every process that may open the pool computes the same name; the
-	 * owner is in it so that a pool given to another user gets a file the
-	 * new owner can use (a file of the old one cannot be removed by them) */
 	snprintf(name, cap, "/dev/shm/ferrite-%llx-%llx-%u.share", (unsigned long long)pst->st_dev,
 		 (unsigned long long)pst->st_ino, (unsigned)pst->st_uid);
+}
+
+static int open_share_file(const char *pool_path, const struct stat *pst, char *name, size_t cap)
+{
+	share_file_name(pst, name, cap);
 	mode_t mode = (pst->st_mode & 0666) | 0600;
 	int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
 	if (fd >= 0) {
@@ -432,9 +437,7 @@ void share_detach(struct pool *p)
 void share_remove_stale(const struct stat *pst)
 {
 	char name[sizeof(((struct pool_share *)0)->name)];
-	snprintf(name, sizeof(name), "/dev/shm/ferrite-%llx-%llx-%u.share",
-		 (unsigned long long)pst->st_dev, (unsigned long long)pst->st_ino,
-		 (unsigned)pst->st_uid);
+	share_file_name(pst, name, sizeof(name));
 	int fd = open(name, O_RDWR | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0)
 		return;

@@ -411,6 +411,25 @@ static inline void ft_fill(void *buf, size_t len, uint64_t key, uint64_t off)
 	}
 }
 
+/* Writes len bytes of ft_fill(key, 0) to path, opened O_WRONLY|O_CREAT|flags,
+ * from its start (or its end with O_APPEND): 0, or -errno (-EIO if short). */
+static inline int ft_write_file(ferrite_fs *fs, const char *path, uint64_t key, size_t len,
+				int flags)
+{
+	char *buf = malloc(len);
+	if (!buf)
+		return -ENOMEM;
+	ft_fill(buf, len, key, 0);
+	int fd = ferrite_open(fs, path, O_WRONLY | O_CREAT | flags, 0644);
+	long long n = fd;
+	if (fd >= 0) {
+		n = ferrite_write(fs, fd, buf, len);
+		ferrite_close(fs, fd);
+	}
+	free(buf);
+	return n == (long long)len ? 0 : n < 0 ? (int)n : -EIO;
+}
+
 /* Offset of the first byte of buf that differs from ft_fill(key, off), or -1. */
 static inline long long ft_verify(const void *buf, size_t len, uint64_t key, uint64_t off)
 {

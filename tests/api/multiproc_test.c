@@ -54,22 +54,6 @@ static int step_wait(int fd)
 	return read(fd, &c, 1) == 1 ? 0 : -1;
 }
 
-static int write_all(ferrite_fs *fs, const char *path, uint64_t key, size_t len, int flags)
-{
-	char *buf = malloc(len);
-	if (!buf)
-		return -ENOMEM;
-	ft_fill(buf, len, key, 0);
-	int fd = ferrite_open(fs, path, O_WRONLY | O_CREAT | flags, 0644);
-	long long rc = fd;
-	if (fd >= 0) {
-		rc = ferrite_pwrite(fs, fd, buf, len, 0);
-		ferrite_close(fs, fd);
-	}
-	free(buf);
-	return rc == (long long)len ? 0 : rc < 0 ? (int)rc : -EIO;
-}
-
 static int read_check(ferrite_fs *fs, const char *path, uint64_t key, size_t len)
 {
 	char *buf = malloc(len + 1);
@@ -117,7 +101,7 @@ static int pingpong_child(void *arg)
 		/* the parent's file, grown across windows: every byte as written */
 		if (read_check(fs, a, (uint64_t)i, (size_t)(i + 1) * 64 * 1024))
 			return -1;
-		if (write_all(fs, b, 1000 + (uint64_t)i, (size_t)(i + 1) * 48 * 1024, 0))
+		if (ft_write_file(fs, b, 1000 + (uint64_t)i, (size_t)(i + 1) * 48 * 1024, 0))
 			return -1;
 		step_send(pp->to_parent[1]);
 	}
@@ -139,7 +123,7 @@ static int c_pingpong(void)
 		char a[64], b[64];
 		snprintf(a, sizeof(a), "/pp/p%d", i);
 		snprintf(b, sizeof(b), "/pp/c%d", i);
-		FT_OK(write_all(fs, a, (uint64_t)i, (size_t)(i + 1) * 64 * 1024, 0));
+		FT_OK(ft_write_file(fs, a, (uint64_t)i, (size_t)(i + 1) * 64 * 1024, 0));
 		step_send(pp.to_child[1]);
 		FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child gave up at step %d", i);
 		FT_RUN(read_check(fs, b, 1000 + (uint64_t)i, (size_t)(i + 1) * 48 * 1024));
@@ -156,7 +140,7 @@ static int c_fork_inherits(void)
 	ferrite_fs *fs;
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	int fd = FT_OK(ferrite_open(fs, "/inherit", O_RDWR | O_CREAT | O_TRUNC, 0644));
-	FT_OK(write_all(fs, "/before", 7, 8192, 0));
+	FT_OK(ft_write_file(fs, "/before", 7, 8192, 0));
 	fflush(NULL);
 	pid_t pid = fork();
 	if (pid == 0) {
@@ -167,7 +151,7 @@ static int c_fork_inherits(void)
 		ft_fill(buf, 5 * MiB, 42, 0);
 		int bad = ferrite_pwrite(fs, fd, buf, 5 * MiB, 0) != (ssize_t)(5 * MiB);
 		bad |= read_check(fs, "/before", 7, 8192) != 0;
-		bad |= write_all(fs, "/child", 43, 100000, 0) != 0;
+		bad |= ft_write_file(fs, "/child", 43, 100000, 0) != 0;
 		_exit(bad);
 	}
 	FT_EQ(reap(pid), 0);
@@ -315,7 +299,7 @@ static int orphan_child(void *arg)
 {
 	struct pingpong *pp = arg;
 	ferrite_fs *fs = child_mount(pp);
-	if (!fs || write_all(fs, "/orphan", 9, ORPHAN_LEN, 0))
+	if (!fs || ft_write_file(fs, "/orphan", 9, ORPHAN_LEN, 0))
 		return -1;
 	int fd = ferrite_open(fs, "/orphan", O_RDONLY, 0);
 	if (fd < 0)
@@ -345,7 +329,7 @@ static int c_orphan_shared(void)
 	struct statvfs mid, after;
 	FT_OK(ferrite_unlink(fs, "/orphan"));
 	/* the name is free again for a new file */
-	FT_OK(write_all(fs, "/orphan", 10, 5000, 0));
+	FT_OK(ft_write_file(fs, "/orphan", 10, 5000, 0));
 	FT_OK(ferrite_statvfs(fs, &mid));
 	step_send(pp.to_child[1]);
 	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to read the unlinked file");
@@ -406,7 +390,7 @@ static int c_locks(void)
 	ferrite_fs *fs;
 	{ /* the file exists before the child opens it */
 		FT_OK(ferrite_mount(pool, NULL, &fs));
-		FT_OK(write_all(fs, "/locked", 3, 4096, 0));
+		FT_OK(ft_write_file(fs, "/locked", 3, 4096, 0));
 		FT_OK(ferrite_unmount(fs));
 	}
 	pid_t pid = spawn(locks_child, &pp);
@@ -475,7 +459,7 @@ static int c_mapped_elsewhere(void)
 {
 	ferrite_fs *fs;
 	FT_OK(ferrite_mount(pool, NULL, &fs));
-	FT_OK(write_all(fs, "/mapped", 5, MAP_LEN, 0));
+	FT_OK(ft_write_file(fs, "/mapped", 5, MAP_LEN, 0));
 	FT_OK(ferrite_unmount(fs));
 	struct pingpong pp;
 	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
@@ -486,7 +470,7 @@ static int c_mapped_elsewhere(void)
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	FT_OK(ferrite_truncate(fs, "/mapped", 4096));
 	/* free space taken by a new file, as much as the shrink would have freed */
-	FT_OK(write_all(fs, "/other", 77, MAP_LEN, 0));
+	FT_OK(ft_write_file(fs, "/other", 77, MAP_LEN, 0));
 	step_send(pp.to_child[1]);
 	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to store (status %d)", reap(pid));
 	FT_RUN(read_check(fs, "/other", 77, MAP_LEN));
@@ -752,7 +736,7 @@ static int worker(void *arg)
 			acks->pending[w][s] = key;
 		worker_in_op = 1;
 		if (op == 0) { /* replace through a rename: old or new after a kill */
-			rc = write_all(fs, tmp, key, slot_len(key), O_TRUNC);
+			rc = ft_write_file(fs, tmp, key, slot_len(key), O_TRUNC);
 			if (!rc)
 				rc = ferrite_rename(fs, tmp, path, 0);
 		} else if (op == 1 && acks->key[w][s]) {

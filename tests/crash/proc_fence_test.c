@@ -67,29 +67,13 @@ static const struct pm_trace_ops counter = {
 
 /* ---- the operations ---------------------------------------------------------------- */
 
-static int write_file(ferrite_fs *fs, const char *path, size_t len, uint64_t key, int flags)
-{
-	char *buf = malloc(len);
-	if (!buf)
-		return -ENOMEM;
-	ft_fill(buf, len, key, 0);
-	int fd = ferrite_open(fs, path, O_WRONLY | O_CREAT | flags, 0644);
-	long long n = fd;
-	if (fd >= 0) {
-		n = ferrite_write(fs, fd, buf, len);
-		ferrite_close(fs, fd);
-	}
-	free(buf);
-	return n == (long long)len ? 0 : n < 0 ? (int)n : -EIO;
-}
-
 static int setup(ferrite_fs *fs)
 {
 	int rc = ferrite_mkdir(fs, "/d", 0755);
 	rc = rc ? rc : ferrite_mkdir(fs, "/d/e", 0755);
 	rc = rc ? rc : ferrite_mkdir(fs, "/x", 0755);
-	rc = rc ? rc : write_file(fs, "/d/f0", 6000, 1, 0);
-	rc = rc ? rc : write_file(fs, "/d/f1", 300, 2, 0);
+	rc = rc ? rc : ft_write_file(fs, "/d/f0", 1, 6000, 0);
+	rc = rc ? rc : ft_write_file(fs, "/d/f1", 2, 300, 0);
 	return rc;
 }
 
@@ -132,7 +116,7 @@ static int op_rmdir(ferrite_fs *fs)
 }
 static int op_append(ferrite_fs *fs)
 {
-	return write_file(fs, "/d/f1", 9000, 3, O_APPEND);
+	return ft_write_file(fs, "/d/f1", 3, 9000, O_APPEND);
 }
 static int op_truncate(ferrite_fs *fs)
 {
@@ -296,7 +280,7 @@ static int killed_at_each_point(int (*op)(ferrite_fs *))
 		killed_after += died && is_after;
 		free(before);
 		free(now);
-		FT_OK(write_file(fs, "/b", 5000, 77, 0));
+		FT_OK(ft_write_file(fs, "/b", 77, 5000, 0));
 		static char want[5000], got[5000];
 		ft_fill(want, sizeof(want), 77, 0);
 		int fd = ferrite_open(fs, "/b", O_RDONLY, 0);
