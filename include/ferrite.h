@@ -444,6 +444,17 @@ FERRITE_API int ferrite_fsck(const char *pool, int repair,
 			     void (*progress)(void *arg, uint64_t done, uint64_t total),
 			     void *progress_arg);
 
+/* The same check of a pool in use, through this process's mount, while
+ * other processes keep it mounted: for the duration of the call no other
+ * process and no other thread of this one runs a call on the pool (they
+ * wait), so it sees the pool between calls. Changes nothing (as repair 0),
+ * except what taking the pool's turn does anyway: replaying the log entry of
+ * a process that died inside a call. Returns the FERRITE_FSCK_* bits (0 or
+ * 4); -EBUSY if another thread of this process stays inside a call (waiting
+ * for a lock); -EOPNOTSUPP for a tiered pool. */
+FERRITE_API int ferrite_check(ferrite_fs *fs, void (*report)(void *arg, const char *line),
+			      void *report_arg);
+
 /* ---- operator commands: probe, tune, inode inspection ----------------------- */
 
 #define FERRITE_LABEL_MAX 63 /* bytes of a pool label (docs/format.md, sb_label) */

@@ -1,9 +1,10 @@
 /*
  * cmd_fsck.c -- `ferrite fsck` (also run as `fsck.ferrite`, the helper
  * fsck(8) calls for `fsck -t ferrite`): runs ferrite_fsck() on an unmounted
- * pool, prints each problem it reports and a summary, and exits with its
- * e2fsck-style status (0 clean, 1 corrected, 4 uncorrected, 8 operational,
- * 16 usage). Takes e2fsck's options: -p/-a (preen), -y, -n, -f, -C FD, -v, -V.
+ * pool (with --online, ferrite_check() on one in use), prints each problem
+ * it reports and a summary, and exits with its e2fsck-style status (0 clean,
+ * 1 corrected, 4 uncorrected, 8 operational, 16 usage). Takes e2fsck's
+ * options: -p/-a (preen), -y, -n, -f, -C FD, -v, -V.
  */
 #include <errno.h>
 #include <getopt.h>
@@ -18,7 +19,7 @@
 #endif
 
 static const char fsck_usage[] =
-    "Usage: ferrite fsck [-p|-a|-y|--repair|-n] [-f] [-C FD] [-v] [POOL]\n"
+    "Usage: ferrite fsck [-p|-a|-y|--repair|-n|--online] [-f] [-C FD] [-v] [POOL]\n"
     "       fsck.ferrite [options] POOL        (what `fsck -t ferrite POOL` runs)\n"
     "\nCheck the consistency of an unmounted pool; with --repair or -p, fix what\n"
     "can be fixed without guessing. Every check is a full one: a pool keeps no\n"
@@ -30,6 +31,10 @@ static const char fsck_usage[] =
     "                same repairs as --repair), prefix each line with POOL, and\n"
     "                exit 4 when something needs a human\n"
     "  -n            check only, change nothing (the default)\n"
+    "  --online      check a pool that other processes have mounted, through a\n"
+    "                mount of its own: their calls wait while it runs, and it\n"
+    "                changes nothing but what any mount may (replaying the log\n"
+    "                entry of a process that died inside a call); no repair\n"
     "  -f            force a full check: accepted for e2fsck compatibility; every\n"
     "                check is full\n"
     "  -C FD         progress: 0 shows it on the terminal; another FD gets\n"
@@ -49,6 +54,7 @@ struct fsck_args {
 	int repair;
 	int check_only;
 	int preen;	 /* -p / -a */
+	int online;	 /* --online: a pool in use, through a mount */
 	int progress_fd; /* -C FD: -1 none */
 };
 
@@ -76,6 +82,7 @@ static int fsck_parse(int argc, char **argv, struct fsck_args *a)
 {
 	static const struct option longopts[] = {
 	    {"repair", no_argument, NULL, 'y'},
+	    {"online", no_argument, NULL, 'O'},
 	    {"pool", required_argument, NULL, CLI_OPT_POOL},
 	    {"help", no_argument, NULL, 'h'},
 	    {NULL, 0, NULL, 0},
@@ -90,6 +97,9 @@ static int fsck_parse(int argc, char **argv, struct fsck_args *a)
 			break;
 		case 'n':
 			a->check_only = 1;
+			break;
+		case 'O':
+			a->online = 1;
 			break;
 		case 'p':
 		case 'a':
@@ -117,9 +127,10 @@ static int fsck_parse(int argc, char **argv, struct fsck_args *a)
 			return cli_bad_option("fsck", opt, argv, CLI_EXIT_FSCK_USAGE);
 		}
 	}
-	if (a->repair + a->check_only + a->preen > 1)
-		return cli_usage_error("fsck", CLI_EXIT_FSCK_USAGE,
-				       "only one of -p/-a, -n and -y/--repair may be given");
+	if (a->repair + a->check_only + a->preen + a->online > 1)
+		return cli_usage_error(
+		    "fsck", CLI_EXIT_FSCK_USAGE,
+		    "only one of -p/-a, -n, -y/--repair and --online may be given");
 	if (a->preen)
 		a->repair = 1; /* the safe repairs are the only ones there are */
 	return cli_take_pool_operand("fsck", argc - optind, argv + optind, &a->pool,
@@ -178,6 +189,23 @@ static void fsck_print_summary(const struct fsck_args *a, const struct fsck_run 
 		printf("%s: clean\n", a->pool);
 }
 
+/* --online: ferrite_check through a mount of this process's own. */
+static int fsck_online(const struct fsck_args *a, struct fsck_run *run)
+{
+	ferrite_fs *fs;
+	int rc = ferrite_mount(a->pool, NULL, &fs);
+	if (rc)
+		return rc;
+	rc = ferrite_check(fs, fsck_report_line, run);
+	if (rc < 0) {
+		cli_error("fsck", a->pool, rc);
+		rc = FERRITE_FSCK_OPERROR;
+	}
+	if (cli_unmount("fsck", a->pool, fs))
+		rc |= FERRITE_FSCK_OPERROR;
+	return rc;
+}
+
 int cmd_fsck(int argc, char **argv)
 {
 	struct fsck_args a;
@@ -191,12 +219,19 @@ int cmd_fsck(int argc, char **argv)
 		return rc;
 	memset(&run, 0, sizeof(run));
 	run.a = &a;
-	cli_progress_begin(&run.progress, "ferrite fsck: checking");
-	rc = ferrite_fsck(a.pool, a.repair, fsck_report_line, &run, fsck_progress, &run);
-	cli_progress_end(&run.progress);
+	if (a.online) {
+		rc = fsck_online(&a, &run);
+	} else {
+		cli_progress_begin(&run.progress, "ferrite fsck: checking");
+		rc = ferrite_fsck(a.pool, a.repair, fsck_report_line, &run, fsck_progress, &run);
+		cli_progress_end(&run.progress);
+	}
 	if (rc < 0)
 		cli_error("fsck", a.pool, rc); /* could not be opened at all */
-	else if ((rc & FERRITE_FSCK_OPERROR) && ferrite_errmsg()[0])
+	if (rc == -EBUSY && !a.online)
+		fprintf(stderr, "ferrite fsck: --online checks a pool in use; a repair needs it "
+				"unmounted everywhere\n");
+	else if ((rc & FERRITE_FSCK_OPERROR) && !a.online && ferrite_errmsg()[0])
 		cli_fail("fsck", "", a.pool, ferrite_errmsg());
 	if (rc < 0 || rc > 15)
 		rc = FERRITE_FSCK_OPERROR; /* not an e2fsck-style status */

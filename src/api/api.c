@@ -83,6 +83,11 @@ int ferrite_fsck(const char *pool, int repair, void (*report)(void *arg, const c
 	    ->fsck(pool, repair, report, report_arg, progress, progress_arg);
 }
 
+int ferrite_check(ferrite_fs *fs, void (*report)(void *arg, const char *line), void *report_arg)
+{
+	return OPS(fs)->check(fs, report, report_arg);
+}
+
 int ferrite_get_tier_info(ferrite_fs *fs, struct ferrite_tier_info *info)
 {
 	return OPS(fs)->get_tier_info(fs, info);

@@ -666,6 +666,36 @@ static int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 	return f.fixed ? FERRITE_FSCK_CORRECTED : FERRITE_FSCK_CLEAN;
 }
 
+struct online_check {
+	ferrite_fs *fs;
+	fr_report_fn report;
+	void *rarg;
+};
+
+static int check_alone(void *arg)
+{
+	struct online_check *c = arg;
+	return fs_fsck(c->fs, 0, c->report, c->rarg, NULL, NULL);
+}
+
+/* The check of a pool in use (ferrite_check). The call holds the pool's
+ * turn, so no other process is inside a call and the pool is as one left it:
+ * every transaction committed or replayed (taking the turn replays a dead
+ * holder's entry), and files that are unlinked but open are orphans, which
+ * the check accepts. The other threads of this process are kept out too. */
+int pmfs_check(ferrite_fs *fs, fr_report_fn report, void *rarg)
+{
+	fr_err_clear();
+	if (!fs)
+		return api_end(-EINVAL);
+	struct online_check c = {fs, report, rarg};
+	int rc = vs_run_alone(&fs->m.sp, check_alone, &c);
+	if (rc == -EBUSY)
+		return api_end(fr_err(-EBUSY, "another thread of this process stays inside a "
+					      "call; check when it has returned"));
+	return rc < 0 ? api_end(rc) : rc;
+}
+
 /* Superblock repair before anything can be mounted. */
 #define FIX_SB_LEFT 2 /* fix_superblock: primary damaged, reported, not restored */
 

@@ -486,6 +486,12 @@ void vs_call_enter_slow(struct space *sp);
 /* Asks for quiet work (*what: sp->want_evict or sp->want_compact), done at
  * the start of the next call made while no other thread is inside one. */
 void vs_want_quiet(struct space *sp, int *what);
+/* Runs fn inside the caller's outermost call while no other thread of the
+ * process is inside one, and keeps them out until fn returns (they wait at
+ * vs_call_enter). -EBUSY: another thread stayed inside (waiting for a lock
+ * or for I/O). */
+int vs_run_alone(struct space *sp, int (*fn)(void *arg), void *arg);
+
 /* Unmaps every window (or n from window w); the caller knows no thread is
  * inside a call. */
 void vs_unmap_all(struct space *sp);

@@ -236,6 +236,29 @@ void vs_call_enter_slow(struct space *sp)
 	}
 }
 
+int vs_run_alone(struct space *sp, int (*fn)(void *arg), void *arg)
+{
+	/* the quiet moment an eviction uses, held for fn: an eviction already
+	 * running waits for this thread to leave, gives up within ~2 ms and
+	 * lets go, so the wait is bounded too */
+	for (int tries = 0;; tries++) {
+		int st = __atomic_load_n(&sp->evict, __ATOMIC_SEQ_CST);
+		if (st != VS_EVICT_RUNNING &&
+		    __atomic_compare_exchange_n(&sp->evict, &st, VS_EVICT_RUNNING, 0,
+						__ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+			break;
+		if (tries > 100000)
+			return -EBUSY;
+		sched_yield();
+	}
+	int rc = others_left() ? fn(arg) : -EBUSY;
+	/* a wish for a quiet moment made meanwhile is served at a later call */
+	int wanted = __atomic_load_n(&sp->want_evict, __ATOMIC_SEQ_CST) ||
+		     __atomic_load_n(&sp->want_compact, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&sp->evict, wanted ? VS_EVICT_WANTED : VS_EVICT_NONE, __ATOMIC_SEQ_CST);
+	return rc;
+}
+
 /* Kernel mappings (VMAs) a process may have, from /proc/sys/vm/max_map_count. */
 static uint64_t max_map_count(void)
 {

@@ -44,6 +44,13 @@ int tier_inode_extents(ferrite_fs *fs, uint64_t ino,
 	    fr_err(-EOPNOTSUPP, "a tiered pool's data lies in its backing directory"));
 }
 
+int tier_check(ferrite_fs *fs, void (*report)(void *arg, const char *line), void *arg)
+{
+	(void)fs, (void)report, (void)arg;
+	return fr_err_finish(fr_err(-EOPNOTSUPP, "a tiered pool is checked unmounted "
+						 "(ferrite fsck), as only one process holds it"));
+}
+
 /* An application's mapping of a tiered file is the kernel's mapping of the
  * backing file (mmap.c): nothing of the pool to pin, shrink or refresh. */
 int tier_mmap_pinned(ferrite_fs *fs, int fd, off_t from, off_t len)

@@ -244,6 +244,8 @@ ssize_t vfs_copy_file_range(const struct vfs_copy_io *io, struct vfs_file *in, m
 	  (fs, fd_in, off_in, fd_out, off_out, len, flags))                                        \
 	X(int, opendir, (ferrite_fs * fs, const char *path, ferrite_dir **out), (fs, path, out))   \
 	X(int, get_info, (ferrite_fs * fs, struct ferrite_info * info), (fs, info))                \
+	X(int, check, (ferrite_fs * fs, void (*report)(void *arg, const char *line), void *arg),   \
+	  (fs, report, arg))                                                                       \
 	X(int, inode_info, (ferrite_fs * fs, uint64_t ino, struct ferrite_inode_info * out),       \
 	  (fs, ino, out))                                                                          \
 	X(int, inode_extents,                                                                      \

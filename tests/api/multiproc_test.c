@@ -330,6 +330,8 @@ static int c_orphan_shared(void)
 	FT_OK(ferrite_unlink(fs, "/orphan"));
 	/* the name is free again for a new file */
 	FT_OK(ft_write_file(fs, "/orphan", 10, 5000, 0));
+	/* checked while in use: the other process's orphan is no damage */
+	FT_EQ(ferrite_check(fs, NULL, NULL), FERRITE_FSCK_CLEAN);
 	FT_OK(ferrite_statvfs(fs, &mid));
 	step_send(pp.to_child[1]);
 	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to read the unlinked file");
@@ -339,6 +341,61 @@ static int c_orphan_shared(void)
 		 "the other process's last close freed %lld bytes",
 		 (long long)((after.f_bfree - mid.f_bfree) * after.f_frsize));
 	FT_RUN(read_check(fs, "/orphan", 10, 5000));
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
+/* ---- the check of a pool in use ------------------------------------------------- */
+
+struct problems {
+	int n, link_count;
+};
+
+static void note_problem(void *arg, const char *line)
+{
+	struct problems *p = arg;
+	p->n++;
+	p->link_count |= strstr(line, "link count") != NULL;
+}
+
+static int held_child(void *arg)
+{
+	struct pingpong *pp = arg;
+	ferrite_fs *fs = child_mount(pp);
+	if (!fs || ft_write_file(fs, "/held", 5, 70000, 0))
+		return -1;
+	step_send(pp->to_parent[1]); /* the parent checks while this mount lasts */
+	if (step_wait(pp->to_child[0]))
+		return -1;
+	return read_check(fs, "/held", 5, 70000) | (ferrite_unmount(fs) != 0);
+}
+
+/* ferrite_check through one process's mount while another holds the pool:
+ * clean, and damage planted by hand is found (the check can fail). */
+static int c_online_check(void)
+{
+	struct pingpong pp;
+	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
+	pid_t pid = spawn(held_child, &pp);
+	close(pp.to_child[0]);
+	close(pp.to_parent[1]);
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to write /held");
+	FT_ERR(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), EBUSY);
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	struct problems seen = {0};
+	FT_EQ(ferrite_check(fs, note_problem, &seen), FERRITE_FSCK_CLEAN);
+	FT_EQ(seen.n, 0);
+	struct stat st;
+	FT_OK(ferrite_stat(fs, "/held", &st));
+	struct fr_inode *ip = ino_ptr(fs, st.st_ino);
+	ip->i_nlink += 1; /* a stray store, as a bug would make it */
+	FT_EQ(ferrite_check(fs, note_problem, &seen), FERRITE_FSCK_UNCORRECTED);
+	FT_CHECK(seen.link_count, "the wrong link count was not reported (%d lines)", seen.n);
+	ip->i_nlink -= 1;
+	FT_EQ(ferrite_check(fs, NULL, NULL), FERRITE_FSCK_CLEAN);
+	step_send(pp.to_child[1]);
+	FT_EQ(reap(pid), 0);
 	FT_UNMOUNT_CLEAN(&fs, pool);
 	return 0;
 }
@@ -771,26 +828,52 @@ static int worker(void *arg)
 	}
 }
 
-static int verify_tree(ferrite_fs *fs)
+/* Whether slot s of worker w holds what its last acknowledged operation
+ * left. With the workers running (live), a mismatch counts only if the slot's
+ * acknowledgement did not change while it was read: otherwise a worker's
+ * operation on it began meanwhile. */
+static int verify_slot(ferrite_fs *fs, int w, int s, int live)
+{
+	char path[64];
+	snprintf(path, sizeof(path), "/w/%d-%d", w, s);
+	uint64_t p = acks->pending[w][s], k = acks->key[w][s];
+	if (p) /* killed inside, or running: the old state or the new one */
+		return 0;
+	struct stat st;
+	int rc = ferrite_stat(fs, path, &st);
+	char *buf = NULL;
+	long long n = rc;
+	int ok = k ? rc == 0 : rc == -ENOENT;
+	if (ok && k) {
+		size_t len = slot_len(k);
+		buf = malloc(len + 1);
+		int fd = buf ? ferrite_open(fs, path, O_RDONLY, 0) : -ENOMEM;
+		n = fd;
+		if (fd >= 0) {
+			n = ferrite_pread(fs, fd, buf, len + 1, 0);
+			ferrite_close(fs, fd);
+		}
+		ok = n == (long long)len && ft_verify(buf, len, k, 0) < 0;
+	}
+	free(buf);
+	if (ok || (live && (acks->pending[w][s] || acks->key[w][s] != k)))
+		return 0;
+	if (!k)
+		fprintf(stderr, "  %s: present, but its unlink was acknowledged\n", path);
+	else
+		fprintf(stderr, "  %s: read %lld, want %zu bytes of key %llu\n", path, n,
+			slot_len(k), (unsigned long long)k);
+	return -1;
+}
+
+static int verify_tree(ferrite_fs *fs, int live)
 {
 	int bad = 0;
 	for (int w = 0; w < WORKERS; w++) {
-		for (int s = 0; s < SLOTS; s++) {
-			char path[64];
-			snprintf(path, sizeof(path), "/w/%d-%d", w, s);
-			uint64_t k = acks->key[w][s], p = acks->pending[w][s];
-			struct stat st;
-			int rc = ferrite_stat(fs, path, &st);
-			if (p) /* killed inside: the old state or the new one */
-				continue;
-			if (!k && rc != -ENOENT) {
-				fprintf(stderr, "  %s: present, but its unlink was acknowledged\n",
-					path);
-				bad = 1;
-			} else if (k && read_check(fs, path, k, slot_len(k))) {
-				bad = 1;
-			}
-		}
+		for (int s = 0; s < SLOTS; s++)
+			bad |= verify_slot(fs, w, s, live);
+		if (live) /* a worker may move it between the two looks */
+			continue;
 		char a[64], b[64];
 		struct stat st;
 		snprintf(a, sizeof(a), "/w/a-%d/d", w);
@@ -802,6 +885,27 @@ static int verify_tree(ferrite_fs *fs)
 		}
 	}
 	return bad ? -1 : 0;
+}
+
+static void print_problem(void *arg, const char *line)
+{
+	fprintf(stderr, "  check after kill %d: %s\n", *(int *)arg, line);
+}
+
+/* After a kill, with the other workers running: the pool checks clean
+ * between their calls (ferrite_check), and every acknowledged operation is
+ * there. A mount of this process's own, gone before the next fork. */
+static int check_live(int k)
+{
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	int rc = ferrite_check(fs, print_problem, &k);
+	int tree = verify_tree(fs, 1);
+	FT_OK(ferrite_unmount(fs));
+	FT_CHECK(rc == FERRITE_FSCK_CLEAN, "after kill %d: the check returned %d (%s)", k, rc,
+		 rc < 0 ? ferrite_errmsg() : "problems above");
+	FT_CHECK(tree == 0, "after kill %d: acknowledged operations missing (above)", k);
+	return 0;
 }
 
 /* After worker w died: what it was doing is over, the old state or the new
@@ -846,6 +950,7 @@ static int kill_rounds(pid_t pids[WORKERS], int kills, uint64_t in_class[LC_N],
 		FT_EQ(reap(pids[w]), 128 + SIGKILL);
 		pids[w] = 0;
 		worker_died(w, in_class);
+		FT_RUN(check_live(k));
 		pids[w] = spawn(worker, (void *)(intptr_t)w);
 	}
 	/* then inside each class the random ones missed: one worker alone (the
@@ -877,6 +982,7 @@ static int kill_rounds(pid_t pids[WORKERS], int kills, uint64_t in_class[LC_N],
 		FT_CHECK(died, "no kill inside %s after 20 000 requests", lc_name[c]);
 		pids[w] = 0;
 		worker_died(w, aimed);
+		FT_RUN(check_live(kills + c));
 		acks->want = 0;
 		for (int v = 0; v < WORKERS; v++)
 			pids[v] = spawn(worker, (void *)(intptr_t)v);
@@ -932,7 +1038,7 @@ static int c_kill_workers(void)
 	FT_CHECK(ops > (uint64_t)kills, "the workers made little progress: %llu operations",
 		 (unsigned long long)ops);
 	FT_OK(ferrite_mount(pool, NULL, &fs));
-	FT_RUN(verify_tree(fs));
+	FT_RUN(verify_tree(fs, 0));
 	FT_UNMOUNT_CLEAN(&fs, pool);
 	munmap((void *)acks, sizeof(*acks));
 	return 0;
@@ -981,6 +1087,7 @@ static const struct ft_case cases[] = {
     {"locks", c_locks, 0},
     {"mapped_elsewhere", c_mapped_elsewhere, 0},
     {"alone", c_alone, 0},
+    {"online_check", c_online_check, 0},
     {"kill_workers", c_kill_workers, 0},
     {"stale_share", c_stale_share, 0},
 };

@@ -226,6 +226,29 @@ test_fsck() {
 	check "fsck: summary says clean" out_has "clean"
 	run fsck -n "$POOL"
 	check "fsck -n: exits 0" rc_is 0
+	run fsck --online "$POOL"
+	check "fsck --online of a pool nobody holds: clean" all rc_is 0 -- out_has "clean"
+	# a `ferrite run` shell holds the pool (a descriptor in it) until told
+	local ready="$WORK/online-ready" stop="$WORK/online-stop"
+	rm -f "$ready" "$stop"
+	"$FERRITE" run --pool "$POOL" -- sh -c "exec 3>/pm/online-held; echo held >&3;
+		touch '$ready'; while [ ! -e '$stop' ]; do sleep 0.05; done" &
+	local holder=$!
+	local i
+	for i in $(seq 200); do
+		[ -e "$ready" ] && break
+		sleep 0.05
+	done
+	run fsck "$POOL"
+	check "fsck of a pool in use: refused (8), pointing at --online" \
+		all rc_is 8 -- err_has "in use by" -- err_has "--online checks a pool in use"
+	run fsck --online "$POOL"
+	check "fsck --online of a pool in use: clean" all rc_is 0 -- out_has "clean"
+	run fsck --online -y "$POOL"
+	check "fsck --online -y: usage error (16)" rc_is 16
+	touch "$stop"
+	wait "$holder"
+	check "the holder ran to its end" test $? -eq 0
 }
 
 test_help() {
