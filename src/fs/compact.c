@@ -7,8 +7,11 @@
  * made while no other thread is inside one (space C3). This file adds the
  * other half of C3: no program mapping of a file in this process (the
  * shim's mmap maps pool pages themselves, which must not move), checked and
- * kept so under mm_lock. One unit is emptied per request, in batches of one
- * transaction each; a pass that finds no unit backs off exponentially.
+ * kept so under mm_lock. A request empties the few cheapest units (one walk
+ * of the tables picks them all, one more per unit collects its pages), in
+ * batches of one transaction each: a pool that has run out of free units
+ * then has some for the windows that come next, not one at a time, each
+ * costing a walk. A pass that finds no unit backs off exponentially.
  * The collector of pre-allocated pages lives here too (pmfs_reclaim): a call
  * refused for want of space while windows hold reserved, unwritten pages
  * gets them back in transactions of their own and is tried again.
@@ -17,6 +20,7 @@
  * (window.c W2), before any call can write them.
  */
 #include <errno.h>
+#include <stdlib.h>
 
 #include "fs/fs.h"
 
@@ -38,19 +42,24 @@ void fs_compact_quiet(void *arg)
 {
 	ferrite_fs *fs = arg;
 	struct space *sp = &fs->m.sp;
-	if (!mm_lock_if_unmapped(fs))
+	struct sp_compaction *c = calloc(1, sizeof(*c));
+	if (!c || !mm_lock_if_unmapped(fs)) {
+		free(c);
 		return;
-	uint64_t unit = 0, moved = 0;
-	for (int batch = 0; batch < 512 / SP_COMPACT_BATCH + 1; batch++) {
+	}
+	uint64_t moved = 0;
+	unsigned done = 0;
+	int picked = 0;
+	for (int batch = 0; batch < SP_COMPACT_UNITS * (512 / SP_COMPACT_BATCH + 1); batch++) {
 		struct log_ctx *lc = op_begin(fs);
 		if (!lc)
 			break;
-		if (!unit) {
-			unit = sp_compact_pick(lc->tx, COMPACT_MAX_USED);
-			backoff(sp, unit != 0);
+		if (!picked) {
+			picked = 1;
+			backoff(sp, sp_compact_pick(lc->tx, COMPACT_MAX_USED, c) != 0);
 		}
-		/* 0 moved may still have dropped the unit's reservation: committed */
-		int rc = unit ? sp_compact_move(lc->tx, unit, SP_COMPACT_BATCH) : 0;
+		/* 0 moved may still have dropped a unit's reservation: committed */
+		int rc = c->nunits ? sp_compact_move(lc->tx, c, SP_COMPACT_BATCH) : 0;
 		if (rc < 0)
 			tx_abort(lc->tx);
 		else if (op_commit(fs, lc) < 0)
@@ -59,14 +68,14 @@ void fs_compact_quiet(void *arg)
 		if (rc < 0)
 			break;
 		moved += (uint64_t)rc;
-		if (rc < SP_COMPACT_BATCH)
+		done = sp_compact_done(c);
+		if (done || !c->nunits)
 			break;
 	}
-	if (moved) {
-		sp->stat_compactions++;
-		sp->stat_compacted_pages += moved;
-	}
+	sp->stat_compactions += done ? done : c->cur;
+	sp->stat_compacted_pages += moved;
 	mm_unlock(fs);
+	free(c);
 	fr_err_clear(); /* a refused batch is not the caller's error */
 }
 

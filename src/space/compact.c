@@ -20,7 +20,10 @@
  *             C2 while a unit is emptied, its free pages are claimed in the
  *               same transaction, so no copy lands inside it; they are given
  *               back before the commit, which also frees the moved pages:
- *               after the last batch the unit is one free block;
+ *               after the last batch the unit is one free block. The later
+ *               picked units' free pages are claimed too while the pool keeps
+ *               room for the batch's copies; a copy that lands in one anyway
+ *               spoils it (skipped: its page list no longer names them all);
  *             C3 compaction runs only where nothing else can touch a file
  *               page: at the start of a library call made while no other
  *               thread is inside one (vspace.c quiet work), with no program
@@ -31,7 +34,10 @@
  *               maps a file (fs/compact.c, share_any_maps).
  * Cost: a pick reads the allocator's bitmaps and every window's page table,
  *   so it is asked for only when a unit is wanted and none is free while the
- *   pool has room, and backs off (fs/compact.c) when it finds nothing.
+ *   pool has room, and backs off (fs/compact.c) when it finds nothing. It
+ *   picks up to SP_COMPACT_UNITS units at once, and one more walk collects
+ *   the pages of all of them: an aged pool's appends once paid a walk per
+ *   batch of 32 pages, and another pick for every unit they needed.
  * Crash argument: the copies are written to pages unreachable until the
  *   transaction commits and fenced before its log entry (tx_mark_fresh);
  *   entries, allocator words and releases change only in the transaction. A
@@ -107,9 +113,28 @@ static void free_per_unit(struct tx *tx, uint16_t *free_of)
 	}
 }
 
-uint64_t sp_compact_pick(struct tx *tx, unsigned max_used)
+/* Keeps the n cheapest candidates seen, cheapest first. */
+static void keep_cheapest(struct sp_compaction *c, uint16_t *costs, unsigned n, uint64_t unit,
+			  uint16_t cost)
+{
+	unsigned i = c->nunits < n ? c->nunits++ : n;
+	if (i == n && cost >= costs[n - 1])
+		return;
+	if (i == n)
+		i = n - 1;
+	while (i > 0 && costs[i - 1] > cost) {
+		costs[i] = costs[i - 1];
+		c->units[i] = c->units[i - 1];
+		i--;
+	}
+	costs[i] = cost;
+	c->units[i] = unit;
+}
+
+unsigned sp_compact_pick(struct tx *tx, unsigned max_used, struct sp_compaction *out)
 {
 	struct space *sp = tx->sp;
+	memset(out, 0, sizeof(*out));
 	tx_lock_alloc(tx);
 	if (!tx_empty(tx))
 		return 0; /* free_per_unit reads the bitmaps in place */
@@ -117,49 +142,55 @@ uint64_t sp_compact_pick(struct tx *tx, unsigned max_used)
 	uint16_t *free_of = calloc(nunits ? nunits : 1, sizeof(uint16_t));
 	struct census c = {tx, calloc(nunits ? nunits : 1, sizeof(uint16_t)),
 			   calloc(nunits ? nunits : 1, sizeof(uint16_t))};
-	uint64_t best = 0;
+	uint16_t costs[SP_COMPACT_UNITS];
 	if (free_of && c.cost && c.leave) {
 		free_per_unit(tx, free_of);
 		ppt_each_table(tx, count_unit, &c);
-		unsigned best_cost = max_used + 1;
 		for (uint64_t u = 0; u < nunits; u++) {
 			unsigned used = 512u - FR_MIN(free_of[u], 512u);
-			if (used && c.cost[u] < best_cost && c.leave[u] == used) {
-				best_cost = c.cost[u];
-				best = sp->data_page + (u << 9);
-			}
+			if (used && c.cost[u] <= max_used && c.leave[u] == used)
+				keep_cheapest(out, costs, SP_COMPACT_UNITS,
+					      sp->data_page + (u << 9), c.cost[u]);
 		}
 	}
 	free(free_of);
 	free(c.cost);
 	free(c.leave);
-	return best;
+	return out->nunits;
 }
 
-struct batch {
-	struct tx *tx;
-	uint64_t unit;
-	uint64_t v[SP_COMPACT_BATCH];
-	unsigned n, max;
-};
-
-/* Drops the reservation of the window whose home is the unit (its unwritten
- * pages leave at once), and collects the pages of the unit that entries name. */
+/* Collects the pages of the picked units that entries name, in one walk:
+ * a reserved window whose home is a picked unit is noted, its reservation
+ * dropped when that unit's turn comes (a transaction drops one, so that it
+ * fits in a log entry), and its named pages are the unit's to move. */
 static int collect(void *arg, uint64_t vw, struct sp_ptable *pt)
 {
-	struct batch *b = arg;
-	struct space *sp = b->tx->sp;
+	struct sp_compaction *c = arg;
+	struct space *sp = c->tx->sp;
 	uint64_t home;
-	if (part_reserved_home(b->tx, pt, &home) && home == b->unit)
-		part_drop_reservation(b->tx, vw);
-	if (tx_get4(b->tx, &pt->pt_flags) & PT_F_RESERVED)
-		return 0; /* W1: its pages are its home's, not this unit's */
-	for (unsigned o = first_movable(b->tx, pt); o < 512 && b->n < b->max; o++) {
-		uint64_t pg = tx_get4(b->tx, &pt->pt_pte[o]);
-		if (sp_page_ok(sp, pg) && pg >= b->unit && pg < b->unit + 512)
-			b->v[b->n++] = vw + ((uint64_t)o << FR_PAGE_SHIFT);
+	int reserved = part_reserved_home(c->tx, pt, &home);
+	if (!reserved && (tx_get4(c->tx, &pt->pt_flags) & PT_F_RESERVED))
+		return 0; /* damaged: left alone */
+	if (reserved) {
+		unsigned i = 0;
+		while (i < c->nunits && c->units[i] != home)
+			i++;
+		if (i == c->nunits)
+			return 0; /* W1: its pages are its home's, not a picked unit's */
+		c->home_vw[i] = vw;
+		c->has_home[i] = 1;
 	}
-	return b->n == b->max;
+	for (unsigned o = first_movable(c->tx, pt); o < 512; o++) {
+		uint64_t pg = tx_get4(c->tx, &pt->pt_pte[o]);
+		if (!sp_page_ok(sp, pg))
+			continue;
+		for (unsigned i = 0; i < c->nunits; i++)
+			if (pg >= c->units[i] && pg < c->units[i] + 512 && c->n[i] < 512) {
+				c->v[i][c->n[i]++] = vw + ((uint64_t)o << FR_PAGE_SHIFT);
+				break;
+			}
+	}
+	return 0;
 }
 
 /* Claims every free block of the unit (C2); returns how many were claimed. */
@@ -183,46 +214,110 @@ static unsigned claim_free(struct tx *tx, uint64_t unit, uint64_t *blk, int *ord
 	return n;
 }
 
-int sp_compact_move(struct tx *tx, uint64_t unit, unsigned max)
+/* Whether unit i still has work: not spoiled, and pages or a reservation
+ * left (next counts only for the current unit). */
+static int unit_left(const struct sp_compaction *c, unsigned i)
+{
+	if (c->spoiled[i])
+		return 0;
+	return (i == c->cur ? c->next : 0) < c->n[i] || (c->has_home[i] && !c->dropped[i]);
+}
+
+/* Claims the free blocks of the current unit (C2) and of the later ones
+ * while the pool keeps room for this batch's copies: a copy landing in a
+ * later unit would spoil it (it is then skipped, not emptied). */
+static unsigned claim_units(struct tx *tx, struct sp_compaction *c, unsigned max, uint64_t *blk,
+			    int *ord)
+{
+	struct space *sp = tx->sp;
+	unsigned n = claim_free(tx, c->units[c->cur], blk, ord);
+	for (unsigned i = c->cur + 1; i < c->nunits; i++) {
+		if (c->spoiled[i])
+			continue;
+		unsigned got = claim_free(tx, c->units[i], blk + n, ord + n);
+		/* room for max copies, each perhaps with a new table page */
+		if (tx_get8(tx, &sp->hdr->sph_free_pages) < 2ULL * max + 64) {
+			for (unsigned k = n; k < n + got; k++)
+				bud_release_unused(tx, blk[k], ord[k]);
+			break;
+		}
+		n += got;
+	}
+	return n;
+}
+
+int sp_compact_move(struct tx *tx, struct sp_compaction *c, unsigned max)
 {
 	struct space *sp = tx->sp;
 	tx_lock_alloc(tx);
-	if (unit < sp->data_page || unit + 512 > sp->data_end_page ||
-	    ((unit - sp->data_page) & 511))
-		return -EINVAL;
-	struct batch *b = calloc(1, sizeof(*b));
-	uint64_t *blk = calloc(512, sizeof(uint64_t));
-	int *ord = calloc(512, sizeof(int));
+	for (unsigned i = c->cur; i < c->nunits; i++) {
+		uint64_t u = c->units[i];
+		if (u < sp->data_page || u + 512 > sp->data_end_page || ((u - sp->data_page) & 511))
+			return -EINVAL;
+	}
+	if (!c->collected) {
+		c->tx = tx;
+		ppt_each_table(tx, collect, c);
+		c->tx = NULL;
+		c->collected = 1;
+	}
+	while (c->cur < c->nunits && !unit_left(c, c->cur)) {
+		c->cur++; /* emptied (its last pages leave at the commit) or spoiled */
+		c->next = 0;
+	}
+	if (c->cur >= c->nunits)
+		return 0;
+	if (c->has_home[c->cur] && !c->dropped[c->cur]) {
+		/* its unwritten pages leave, and its written ones can move (W1) */
+		part_drop_reservation(tx, c->home_vw[c->cur]);
+		c->dropped[c->cur] = 1;
+	}
+	max = FR_MIN(max, SP_COMPACT_BATCH);
+	uint64_t *blk = calloc(SP_COMPACT_UNITS * 512, sizeof(uint64_t));
+	int *ord = calloc(SP_COMPACT_UNITS * 512, sizeof(int));
 	int rc = -ENOMEM;
-	if (!b || !blk || !ord)
+	if (!blk || !ord)
 		goto out;
-	b->tx = tx;
-	b->unit = unit;
-	b->max = FR_MIN(max, SP_COMPACT_BATCH);
-	ppt_each_table(tx, collect, b);
 	rc = 0;
-	if (!b->n)
-		goto out;
-	unsigned nclaimed = claim_free(tx, unit, blk, ord);
-	for (unsigned i = 0; i < b->n && !rc; i++) {
-		uint64_t old = ppt_page_tx(tx, b->v[i]) >> FR_PAGE_SHIFT, fresh;
+	unsigned nclaimed = claim_units(tx, c, max, blk, ord), moved = 0;
+	uint64_t unit = c->units[c->cur];
+	for (; c->next < c->n[c->cur] && moved < max && !rc; c->next++) {
+		uint64_t v = c->v[c->cur][c->next];
+		uint64_t old = ppt_page_tx(tx, v) >> FR_PAGE_SHIFT, fresh;
 		if (old < unit || old >= unit + 512)
-			continue;
-		rc = part_swap_pages(tx, b->v[i], 1, &fresh);
+			continue; /* moved already (the moment is quiet: nothing else) */
+		rc = part_swap_pages(tx, v, 1, &fresh);
 		if (!rc && fresh >= unit && fresh < unit + 512)
 			rc = tx_damaged(tx, "compaction: a copy landed in the unit it empties");
-		if (!rc)
+		for (unsigned i = c->cur + 1; i < c->nunits && !rc; i++)
+			if (fresh >= c->units[i] && fresh < c->units[i] + 512)
+				c->spoiled[i] = 1;
+		if (!rc) {
 			pm_copy_nt(sp_ptr(sp, fresh << FR_PAGE_SHIFT),
 				   sp_ptr(sp, old << FR_PAGE_SHIFT), FR_PAGE_SIZE);
+			moved++;
+		}
 	}
 	tx_mark_fresh(tx);
 	for (unsigned i = 0; i < nclaimed; i++)
 		bud_release_unused(tx, blk[i], ord[i]);
 	if (!rc)
-		rc = (int)b->n;
+		rc = (int)moved;
 out:
-	free(b);
 	free(blk);
 	free(ord);
 	return rc;
+}
+
+unsigned sp_compact_done(const struct sp_compaction *c)
+{
+	if (!c->collected)
+		return 0;
+	unsigned emptied = 0;
+	for (unsigned i = 0; i < c->nunits; i++) {
+		if (i >= c->cur && unit_left(c, i))
+			return 0;
+		emptied += !c->spoiled[i];
+	}
+	return emptied ? emptied : c->nunits; /* nonzero: done */
 }

@@ -428,13 +428,29 @@ uint64_t part_drop_reservation(struct tx *tx, uint64_t vw);
  * again becomes one. Both update the process's mapping after the commit. */
 int part_swap_window(struct tx *tx, uint64_t v_window, uint64_t *page_of, int64_t *added);
 int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of);
-/* Compaction (compact.c): sp_compact_pick names the unit (its first page)
- * with the fewest pages in use, at most max_used, all of them movable file
- * pages, or 0; sp_compact_move moves up to max (<= SP_COMPACT_BATCH) of its
- * pages out in tx and returns how many it moved (0: none left). */
+/* Compaction (compact.c): sp_compact_pick names up to SP_COMPACT_UNITS units
+ * (their first pages) with the fewest pages in use, at most max_used each,
+ * all of them movable file pages, cheapest first, and returns how many.
+ * sp_compact_move moves up to max (<= SP_COMPACT_BATCH) pages out of them in
+ * tx, unit after unit (dropping the unit's reservation first), and returns
+ * how many it moved; called again in new transactions until sp_compact_done
+ * says how many units are empty (0: not yet). */
 #define SP_COMPACT_BATCH 32
-uint64_t sp_compact_pick(struct tx *tx, unsigned max_used);
-int sp_compact_move(struct tx *tx, uint64_t unit, unsigned max);
+#define SP_COMPACT_UNITS 8
+struct sp_compaction {
+	uint64_t units[SP_COMPACT_UNITS];
+	unsigned nunits, cur;		    /* units[cur] is being emptied */
+	int collected;			    /* the walk filled v, n and the homes */
+	unsigned n[SP_COMPACT_UNITS], next; /* v[cur][next..n[cur]) still to move */
+	uint64_t v[SP_COMPACT_UNITS][512];  /* virtual addresses of the pages */
+	uint64_t home_vw[SP_COMPACT_UNITS]; /* the window reserving the unit */
+	uint8_t has_home[SP_COMPACT_UNITS], dropped[SP_COMPACT_UNITS];
+	uint8_t spoiled[SP_COMPACT_UNITS]; /* a copy landed in it: skipped */
+	struct tx *tx;			   /* during the walk that collects them */
+};
+unsigned sp_compact_pick(struct tx *tx, unsigned max_used, struct sp_compaction *out);
+int sp_compact_move(struct tx *tx, struct sp_compaction *c, unsigned max);
+unsigned sp_compact_done(const struct sp_compaction *c);
 /* Separate mappings a window needs besides its home unit (0 for one unit). */
 unsigned part_window_runs(struct tx *tx, uint64_t v_window);
 /* Statistics and checking. */
