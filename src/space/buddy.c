@@ -85,6 +85,20 @@ static int64_t find_free(struct tx *tx, int k)
 	return -1;
 }
 
+/* Free units left, below which compaction is asked for before one is
+ * missing (a hint: the bitmap read in place, without the transaction's
+ * staged changes). */
+#define COMPACT_LOW_UNITS 4
+
+static uint64_t free_units(struct space *sp)
+{
+	uint64_t n = 0;
+	for (uint64_t w = 0; w < sp->nwords[BUD_TOP_ORDER] && n < COMPACT_LOW_UNITS; w++)
+		n += (uint64_t)__builtin_popcountll(
+		    __atomic_load_n(word_ptr(sp, BUD_TOP_ORDER, w), __ATOMIC_RELAXED));
+	return n;
+}
+
 int64_t bud_alloc(struct tx *tx, int order)
 {
 	tx_lock_alloc(tx);
@@ -98,14 +112,20 @@ int64_t bud_alloc(struct tx *tx, int order)
 	 * the commit that releases it (window.c W2). */
 	/* No whole unit although the pool has room: compaction can make one
 	 * (compact.c), at the next quiet moment; this caller backs its window
-	 * page by page meanwhile. */
-	if (b == -ENOSPC && order == BUD_TOP_ORDER && sp->compact_fn &&
-	    tx_get8(tx, &sp->hdr->sph_free_pages) + tx_get8(tx, &sp->hdr->sph_prealloc_pages) >=
-		2 * 512) {
-		if (sp->compact_skip)
-			sp->compact_skip--;
-		else
-			vs_want_quiet(sp, &sp->want_compact);
+	 * page by page meanwhile. Asked for a little early, too (as the
+	 * kernel's proactive compaction): when the last few units go while
+	 * scattered pages would make more, so that the windows that come next
+	 * find one and are not backed page by page in the meantime. */
+	if (order == BUD_TOP_ORDER && sp->compact_fn && (b == -ENOSPC || b >= 0)) {
+		uint64_t units = b >= 0 ? free_units(sp) : 0;
+		uint64_t room = tx_get8(tx, &sp->hdr->sph_free_pages) +
+				tx_get8(tx, &sp->hdr->sph_prealloc_pages);
+		if (units < COMPACT_LOW_UNITS && room >= (units + 2) * 512) {
+			if (sp->compact_skip)
+				sp->compact_skip--;
+			else
+				vs_want_quiet(sp, &sp->want_compact);
+		}
 	}
 	return b;
 }

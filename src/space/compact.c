@@ -113,6 +113,15 @@ static void free_per_unit(struct tx *tx, uint16_t *free_of)
 	}
 }
 
+/* A unit reserved lately by a window still being written (space.h). */
+static int recent_home(const struct space *sp, uint64_t unit)
+{
+	for (unsigned i = 0; i < SP_RECENT_HOMES; i++)
+		if (sp->recent_homes[i] == unit)
+			return 1;
+	return 0;
+}
+
 /* Keeps the n cheapest candidates seen, cheapest first. */
 static void keep_cheapest(struct sp_compaction *c, uint16_t *costs, unsigned n, uint64_t unit,
 			  uint16_t cost)
@@ -148,7 +157,8 @@ unsigned sp_compact_pick(struct tx *tx, unsigned max_used, struct sp_compaction 
 		ppt_each_table(tx, count_unit, &c);
 		for (uint64_t u = 0; u < nunits; u++) {
 			unsigned used = 512u - FR_MIN(free_of[u], 512u);
-			if (used && c.cost[u] <= max_used && c.leave[u] == used)
+			if (used && c.cost[u] <= max_used && c.leave[u] == used &&
+			    !recent_home(sp, sp->data_page + (u << 9)))
 				keep_cheapest(out, costs, SP_COMPACT_UNITS,
 					      sp->data_page + (u << 9), c.cost[u]);
 		}

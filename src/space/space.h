@@ -270,6 +270,13 @@ struct space {
 	void (*compact_fn)(void *arg); /* set by the engine that can compact */
 	void *compact_arg;
 	uint64_t compact_skip, compact_backoff; /* requests ignored after a pass found nothing */
+	/* Home units this process reserved last (under alloc_lock): the windows
+	 * being written now, which compaction leaves alone -- dropping such a
+	 * reservation to give its unit to another window would only leave this
+	 * one to be backed page by page. A hint: volatile, per process. */
+#define SP_RECENT_HOMES 4 /* windows written at once, one each */
+	uint64_t recent_homes[SP_RECENT_HOMES];
+	unsigned recent_next;
 	uint64_t stat_compactions, stat_compacted_pages;
 };
 

@@ -173,6 +173,7 @@ static int new_large_table(struct tx *tx, uint64_t vw, unsigned o0, unsigned o1,
 	if (u >= 0) {
 		img->pt_home = (uint64_t)u << FR_PAGE_SHIFT;
 		img->pt_flags = PT_F_RESERVED;
+		sp->recent_homes[sp->recent_next++ % SP_RECENT_HOMES] = (uint64_t)u;
 		add_prealloc(tx, 512);
 		/* W2: zeros where the caller does not write now (it zeroes what
 		 * it leaves of the pages it backs); fenced by the commit, as the
