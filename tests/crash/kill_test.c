@@ -40,7 +40,10 @@
  * unless at least one op was refused or cut short (a rate would depend on the
  * build's speed: the sanitizer build runs fewer ops per kill);
  * --keep-free-mib K first fills the pool with a ballast file until K MiB are
- * free.
+ * free; with --scatter it is instead sparse files whose windows hold every
+ * 2 MiB unit (reserved or scattered pages), so large writes need compaction,
+ * which then runs while kills land (--expect-compaction fails the run unless
+ * the children emptied at least one unit).
  *
  * Modes (--mode): the pool is formatted in sync or strict mode, and the data
  * rule for an interrupted write/pwrite/writev/pwritev follows it:
@@ -97,7 +100,8 @@ struct tlog {
 struct hdr {
 	int state; /* 1 once the child has mounted */
 	int mount_ret;
-	char pad[56];
+	uint64_t compactions; /* units the child's compaction emptied (--expect-compaction) */
+	char pad[48];
 	struct tlog t[MAXT];
 };
 
@@ -131,10 +135,12 @@ static struct {
 	int expect_failure;
 	int expect_torn;
 	int expect_full;
+	int scatter;	       /* the ballast leaves its free space scattered */
+	int expect_compaction; /* fail unless compaction ran while kills landed */
 	int lenient_results;
 	const char *argv0;
 	int64_t max_write; /* per-write tiered pools: what one write does atomically */
-} O = {1, 200, 30000, 0, 0, 4, FERRITE_MODE_SYNC, 0, 0, 10, 0, 0, 0, 0, 0, "kill_test", 0};
+} O = {1, 200, 30000, 0, 0, 4, FERRITE_MODE_SYNC, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, "kill_test", 0};
 
 static char dir[256], pool[300], mirror_dir[300], child_dir[300];
 
@@ -193,6 +199,22 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+static void sleep_us(long us);
+
+/* --expect-compaction: the child's compactions (a per-process count),
+ * published every few milliseconds for the parent to add up after the kill. */
+static void *compaction_reporter(void *arg)
+{
+	struct fm_backend *be = arg;
+	for (;;) {
+		struct ferrite_info in;
+		if (ferrite_get_info(fm_ferrite_fs(be), &in) == 0)
+			__atomic_store_n(&H->compactions, in.compactions, __ATOMIC_RELEASE);
+		sleep_us(5000);
+	}
+	return NULL;
+}
+
 static void child_main(long trial)
 {
 	static struct worker w[MAXT];
@@ -204,6 +226,10 @@ static void child_main(long trial)
 	__atomic_store_n(&H->state, 1, __ATOMIC_RELEASE);
 	for (int t = 0; t < O.threads; t++)
 		w[t] = (struct worker){t, trial, be};
+	pthread_t rep;
+	if (O.expect_compaction && !O.posix &&
+	    pthread_create(&rep, NULL, compaction_reporter, be) != 0)
+		_exit(4);
 	for (int t = 1; t < O.threads; t++) {
 		pthread_t th;
 		if (pthread_create(&th, NULL, worker_main, &w[t]) != 0)
@@ -254,6 +280,8 @@ static void replay_line(FILE *f, long trials)
 		fprintf(f, " --pool-mib %llu", (unsigned long long)O.pool_mib);
 	if (O.keep_free_mib)
 		fprintf(f, " --keep-free-mib %llu", (unsigned long long)O.keep_free_mib);
+	if (O.scatter)
+		fprintf(f, " --scatter");
 	if (O.max_delay_us != 30000)
 		fprintf(f, " --max-delay-us %ld", O.max_delay_us);
 	if (O.fsck_every != 10)
@@ -615,6 +643,39 @@ static void keep_mirror(struct fm_backend *m)
 /* --keep-free-mib: a file outside every name the generator uses fills the
  * pool until only that much is free, on both sides, so that the trials run on
  * a nearly full pool (refusals, reservations given back under pressure). */
+/* --scatter: the ballast is sparse files, each writing one page in eight of
+ * two 2 MiB windows, a third more windows than the pool has units (as the
+ * explorer's fragmented tree): the first windows reserve a unit each (SCMFS
+ * pre-allocation), the later ones take free pages wherever they are. No unit
+ * is free then, so a large write needs compaction to get one. */
+static int scatter_ballast(struct fm_backend *sut, struct fm_backend *mirror, const char *chunk)
+{
+	struct fm_backend *both[2] = {sut, mirror};
+	struct statvfs sv;
+	if (ferrite_statvfs(fm_ferrite_fs(sut), &sv) < 0)
+		return -1;
+	long units = (long)((uint64_t)sv.f_blocks * sv.f_frsize >> 21), files = units * 2 / 3 + 4;
+	char p[64];
+	for (int i = 0; i < 2; i++)
+		if (both[i]->mkdir(both[i]->ctx, "/ballast.d", 0755) < 0)
+			return -1;
+	for (long f = 0; f < files; f++) {
+		snprintf(p, sizeof p, "/ballast.d/%04ld", f);
+		for (int i = 0; i < 2; i++) {
+			struct fm_backend *be = both[i];
+			int fd = be->open(be->ctx, p, O_CREAT | O_WRONLY, 0644);
+			if (fd < 0)
+				return -1;
+			for (off_t off = 0; off < (4 << 20); off += 32 << 10)
+				if (be->pwrite(be->ctx, fd, chunk, 4096, off) != 4096)
+					return -1;
+			be->close(be->ctx, fd);
+		}
+	}
+	printf("ballast: %ld sparse files, %ld windows for %ld units\n", files, files * 2, units);
+	return 0;
+}
+
 static int add_ballast(struct fm_backend *sut, struct fm_backend *mirror)
 {
 	struct statvfs sv;
@@ -625,6 +686,8 @@ static int add_ballast(struct fm_backend *sut, struct fm_backend *mirror)
 	static char chunk[1 << 16];
 	for (size_t i = 0; i < sizeof chunk; i++)
 		chunk[i] = (char)(i * 7 + 3);
+	if (O.scatter)
+		return scatter_ballast(sut, mirror, chunk);
 	int fd[2] = {sut->open(sut->ctx, "/ballast", O_CREAT | O_WRONLY, 0644),
 		     mirror->open(mirror->ctx, "/ballast", O_CREAT | O_WRONLY, 0644)};
 	if (fd[0] < 0 || fd[1] < 0)
@@ -667,7 +730,7 @@ static int setup(struct fm_backend *mirror)
 			if (be->mkdir(be->ctx, subtree(t), 0755) < 0)
 				return -1;
 	}
-	if (O.keep_free_mib && !O.posix && add_ballast(sut, mirror) < 0)
+	if ((O.keep_free_mib || O.scatter) && !O.posix && add_ballast(sut, mirror) < 0)
 		return -1;
 	if (O.posix)
 		fm_posix_free(sut);
@@ -721,6 +784,7 @@ static int run(void)
 	struct timespec t0, t1;
 	clock_gettime(CLOCK_MONOTONIC, &t0);
 	int64_t total_acked = 0;
+	uint64_t compactions = 0;
 	for (long trial = 0; trial < O.trials; trial++) {
 		memset(H, 0, sizeof *H);
 		int early = fm_below(&rng, 100) < 10;
@@ -759,6 +823,7 @@ static int run(void)
 		int st;
 		waitpid(pid, &st, 0);
 		snap_logs();
+		compactions += __atomic_load_n(&H->compactions, __ATOMIC_ACQUIRE);
 		if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGKILL) {
 			if (WIFSIGNALED(st))
 				return fail(trial, -1, "the child died of signal %d (%s) in an op",
@@ -796,6 +861,10 @@ static int run(void)
 	       O.posix ? ", kernel child (--posix)" : "", O.trials, (long long)total_acked,
 	       (double)(t1.tv_sec - t0.tv_sec) + (double)(t1.tv_nsec - t0.tv_nsec) / 1e9, n_early,
 	       n_idle, n_not, n_done, n_torn_write, n_torn_punch, n_refused, n_cut);
+	if (O.expect_compaction)
+		printf("  units emptied by compaction while kills landed: %llu (counted up to "
+		       "each kill, every 5 ms)\n",
+		       (unsigned long long)compactions);
 	keep_mirror(NULL);
 	munmap(shm, shm_len);
 	fm_rm_rf(dir);
@@ -809,6 +878,11 @@ static int run(void)
 	if (O.expect_full && n_refused + n_cut == 0) {
 		printf("--expect-full: no op was refused or cut short for lack of space in %ld "
 		       "kills, so the pool was not kept full: FAILED\n",
+		       O.trials);
+		return 1;
+	}
+	if (O.expect_compaction && compactions == 0) {
+		printf("--expect-compaction: no unit was compacted in %ld kills: FAILED\n",
 		       O.trials);
 		return 1;
 	}
@@ -826,6 +900,7 @@ static void usage(void)
 		"usage: kill_test [--seed S] [--trials N] [--threads T] [--mode sync|strict|tier]\n"
 		"                 [--max-delay-us U] [--pool-mib M] [--fsck-every K] [--verbose]\n"
 		"                 [--lenient-results] [--keep-free-mib K [--expect-full]]\n"
+		"                 [--scatter [--expect-compaction]]\n"
 		"                 [--posix [--inject-bug 1|2|3] [--expect-failure | "
 		"--expect-torn]]   (harness self-tests)\n");
 	exit(2);
@@ -876,6 +951,10 @@ int main(int argc, char **argv)
 			i++;
 		} else if (!strcmp(a, "--expect-full")) {
 			O.expect_full = 1;
+		} else if (!strcmp(a, "--scatter")) {
+			O.scatter = 1;
+		} else if (!strcmp(a, "--expect-compaction")) {
+			O.expect_compaction = 1;
 		} else if (!strcmp(a, "--expect-torn")) {
 			O.expect_torn = 1;
 		} else if (!strcmp(a, "--posix")) {
