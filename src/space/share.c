@@ -53,7 +53,14 @@
  *               and wakes them when it goes idle. A waiter that dies leaves
  *               its entry; a holder that waited and saw no one come gives
  *               back the entries of processes that are gone, so a killed
- *               waiter never slows the others for longer than that.
+ *               waiter never slows the others for longer than that;
+ *             H8 while others wait, a holder keeps the turn for a quantum
+ *               (TURN_QUANTUM_NS from holder_since) and then steps aside at
+ *               its next call; a process that finds the turn idle inside
+ *               someone's quantum waits TURN_GRACE_NS for the holder to come
+ *               back, and takes the turn if it does not; if it does (a burst
+ *               of calls), it waits for the quantum's end uncounted, so the
+ *               burst's calls cost no wake-ups.
  * Validation: the coordination file is untrusted: it must be a regular
  *   file of ours or of the pool's owner, no more writable than the pool,
  *   name the pool's device and inode, and have the expected size; a turn
@@ -464,12 +471,27 @@ static int holder_gone(struct share_file *f, uint32_t pid)
 	return hp == pid && hs && hs != start;
 }
 
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* H8: how long a process keeps the turn while others wait -- long enough
+ * that handing it over (a wake-up and a context switch, some microseconds)
+ * costs little next to the calls it runs, short enough that a waiting call
+ * is not held up for long. */
+#define TURN_QUANTUM_NS 1000000
+#define TURN_GRACE_NS	5000 /* a holder's gap between two calls of a burst */
+
 static int take(struct pool_share *s, uint32_t *v, uint32_t calls)
 {
 	uint32_t nv = s->pid << TURN_SHIFT | calls;
 	if (!__atomic_compare_exchange_n(&s->f->turn, v, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return 0;
 	__atomic_store_n(&s->f->holder_pid, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->f->holder_since, now_ns(), __ATOMIC_RELEASE);
 	__atomic_store_n(&s->f->holder_start, s->start, __ATOMIC_RELEASE);
 	__atomic_store_n(&s->f->holder_pid, s->pid, __ATOMIC_RELEASE);
 	return 1;
@@ -522,10 +544,18 @@ static void waiters_prune(struct pool_share *s)
 	}
 }
 
+/* What is left of the holder's quantum (H8), in ns. */
+static uint64_t quantum_left(struct share_file *f)
+{
+	uint64_t since = __atomic_load_n(&f->holder_since, __ATOMIC_ACQUIRE), now = now_ns();
+	return now - since < TURN_QUANTUM_NS ? TURN_QUANTUM_NS - (now - since) : 0;
+}
+
 static int turn_take(struct pool_share *s, int why)
 {
 	struct share_file *f = s->f;
 	s->prev = 0;
+	int spun = 0, burst = 0;
 	for (int round = 0;; round++) {
 		uint32_t v = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST);
 		if (TURN_PID(v) == s->pid) {
@@ -536,9 +566,16 @@ static int turn_take(struct pool_share *s, int why)
 				continue;
 			}
 			if (TURN_CALLS(v) == 0 && round == 0 &&
-			    __atomic_load_n(&f->waiters, __ATOMIC_SEQ_CST)) {
+			    __atomic_load_n(&f->waiters, __ATOMIC_SEQ_CST) &&
+			    quantum_left(f) == 0) {
+				/* its quantum is over (H8): step aside, counted as
+				 * a waiter so that the taker's leave wakes it */
+				uint64_t me = (uint64_t)s->pid << 32 | (uint32_t)s->start;
+				futex(&f->turn, FUTEX_WAKE, INT_MAX, NULL);
+				int seen = waiter_in(s, me);
 				futex(&f->turn, FUTEX_WAIT, v,
 				      &(struct timespec){0, 1000000}); /* 1 ms */
+				waiter_out(s, seen, me);
 				if (__atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) == v)
 					waiters_prune(s); /* no one came: are they alive? */
 				continue;
@@ -551,6 +588,18 @@ static int turn_take(struct pool_share *s, int why)
 			continue;
 		}
 		if (TURN_CALLS(v) == 0) { /* free or idle: take it over (H2) */
+			if (v && !spun && quantum_left(f)) {
+				/* inside its quantum (H8): a holder running calls
+				 * back to back is in again within microseconds; one
+				 * that is not has gone quiet, and loses the turn */
+				spun = 1;
+				uint64_t until = now_ns() + TURN_GRACE_NS;
+				while (__atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) == v &&
+				       now_ns() < until)
+					__builtin_ia32_pause();
+				burst = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) != v;
+				continue;
+			}
 			if (take(s, &v, 1)) {
 				s->prev = TURN_PID(v);
 				why |=
@@ -560,6 +609,15 @@ static int turn_take(struct pool_share *s, int why)
 			}
 			continue;
 		}
+		uint64_t left = burst ? quantum_left(f) : 0;
+		if (left) {
+			/* a burst of calls: wait for its quantum's end, uncounted,
+			 * so that its calls make no wake-ups */
+			burst = 0;
+			futex(&f->turn, FUTEX_WAIT, v, &(struct timespec){0, (long)left});
+			continue;
+		}
+		spun = 0;
 		/* busy: wait for its last call to end; check now and then that
 		 * the holder still lives (H3) -- also when a signal ends the
 		 * wait, or a program whose timer fires more often than the wait
@@ -674,13 +732,6 @@ static void slot_reap(struct share_file *f, int k)
 	__atomic_store_n(&f->procs[k].pid, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&f->procs[k].forkling, 0, __ATOMIC_RELEASE);
 	lk_release_slot((struct lk_table *)((char *)f + locks_off()), k);
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
 /* A slot reserved for a child being forked: the child takes it over at

@@ -14,7 +14,7 @@
 #include "space/space.h"
 
 #define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
-#define SHARE_VERSION 6
+#define SHARE_VERSION 7
 #define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
 #define SHARE_WRING   4096	 /* window changes a process may fall behind by */
 
@@ -56,6 +56,7 @@ struct share_file {
 	uint32_t holder_pid;
 	uint32_t pad;
 	uint64_t holder_start; /* holder_pid's start time (/proc/pid/stat) */
+	uint64_t holder_since; /* CLOCK_MONOTONIC ns it took the turn (its quantum) */
 	uint32_t nino, live;
 	uint64_t nmaps; /* map bits set in the inode table */
 	uint64_t wseq;	/* window changes noted so far (H2) */
