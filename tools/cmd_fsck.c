@@ -226,13 +226,15 @@ int cmd_fsck(int argc, char **argv)
 		rc = ferrite_fsck(a.pool, a.repair, fsck_report_line, &run, fsck_progress, &run);
 		cli_progress_end(&run.progress);
 	}
-	if (rc < 0)
+	if (rc < 0) {
 		cli_error("fsck", a.pool, rc); /* could not be opened at all */
-	if (rc == -EBUSY && !a.online)
-		fprintf(stderr, "ferrite fsck: --online checks a pool in use; a repair needs it "
-				"unmounted everywhere\n");
-	else if ((rc & FERRITE_FSCK_OPERROR) && !a.online && ferrite_errmsg()[0])
+		if (rc == -EBUSY && !a.online)
+			fprintf(stderr,
+				"ferrite fsck: --online checks a pool that programs share "
+				"while they use it; a repair needs it unmounted everywhere\n");
+	} else if ((rc & FERRITE_FSCK_OPERROR) && !a.online && ferrite_errmsg()[0]) {
 		cli_fail("fsck", "", a.pool, ferrite_errmsg());
+	}
 	if (rc < 0 || rc > 15)
 		rc = FERRITE_FSCK_OPERROR; /* not an e2fsck-style status */
 	fsck_print_summary(&a, &run, rc);

@@ -8,7 +8,7 @@
  * other half of C3: no program mapping of a file in this process (the
  * shim's mmap maps pool pages themselves, which must not move), checked and
  * kept so under mm_lock. A request empties the few cheapest units (one walk
- * of the tables picks them all, one more per unit collects its pages), in
+ * of the tables picks them all, one more collects the pages of all), in
  * batches of one transaction each: a pool that has run out of free units
  * then has some for the windows that come next, not one at a time, each
  * costing a walk. A pass that finds no unit backs off exponentially.
@@ -44,6 +44,8 @@ void fs_compact_quiet(void *arg)
 	struct space *sp = &fs->m.sp;
 	struct sp_compaction *c = calloc(1, sizeof(*c));
 	if (!c || !mm_lock_if_unmapped(fs)) {
+		/* a program maps a file: asked for again only after a while */
+		backoff(sp, 0);
 		free(c);
 		return;
 	}
@@ -72,7 +74,7 @@ void fs_compact_quiet(void *arg)
 		if (done || !c->nunits)
 			break;
 	}
-	sp->stat_compactions += done ? done : c->cur;
+	sp->stat_compactions += sp_compact_emptied(c);
 	sp->stat_compacted_pages += moved;
 	mm_unlock(fs);
 	free(c);

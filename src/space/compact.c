@@ -20,10 +20,11 @@
  *             C2 while a unit is emptied, its free pages are claimed in the
  *               same transaction, so no copy lands inside it; they are given
  *               back before the commit, which also frees the moved pages:
- *               after the last batch the unit is one free block. The later
- *               picked units' free pages are claimed too while the pool keeps
- *               room for the batch's copies; a copy that lands in one anyway
- *               spoils it (skipped: its page list no longer names them all);
+ *               after the last batch the unit is one free block. The other
+ *               picked units' free pages (those emptied already first) are
+ *               claimed too while the pool keeps room for the batch's
+ *               copies; a copy that lands in a later one anyway spoils it
+ *               (skipped: its page list no longer names them all);
  *             C3 compaction runs only where nothing else can touch a file
  *               page: at the start of a library call made while no other
  *               thread is inside one (vspace.c quiet work), with no program
@@ -34,10 +35,11 @@
  *               maps a file (fs/compact.c, share_any_maps).
  * Cost: a pick reads the allocator's bitmaps and every window's page table,
  *   so it is asked for only when a unit is wanted and none is free while the
- *   pool has room, and backs off (fs/compact.c) when it finds nothing. It
- *   picks up to SP_COMPACT_UNITS units at once, and one more walk collects
- *   the pages of all of them: an aged pool's appends once paid a walk per
- *   batch of 32 pages, and another pick for every unit they needed.
+ *   pool has room (or, buddy.c, when fewer than four are left), and backs
+ *   off (fs/compact.c) when it finds nothing. It picks up to
+ *   SP_COMPACT_UNITS units at once, and one more walk collects the pages of
+ *   all of them: an aged pool's appends once paid a walk per batch of 32
+ *   pages, and another pick for every unit they needed.
  * Crash argument: the copies are written to pages unreachable until the
  *   transaction commits and fenced before its log entry (tx_mark_fresh);
  *   entries, allocator words and releases change only in the transaction. A
@@ -233,16 +235,18 @@ static int unit_left(const struct sp_compaction *c, unsigned i)
 	return (i == c->cur ? c->next : 0) < c->n[i] || (c->has_home[i] && !c->dropped[i]);
 }
 
-/* Claims the free blocks of the current unit (C2) and of the later ones
- * while the pool keeps room for this batch's copies: a copy landing in a
- * later unit would spoil it (it is then skipped, not emptied). */
+/* Claims the free blocks of the current unit (C2), then those of the units
+ * this request emptied already and of the later ones while the pool keeps
+ * room for this batch's copies: a copy landing in an emptied unit would fill
+ * it again, one landing in a later unit would spoil it (it is then skipped,
+ * not emptied). */
 static unsigned claim_units(struct tx *tx, struct sp_compaction *c, unsigned max, uint64_t *blk,
 			    int *ord)
 {
 	struct space *sp = tx->sp;
 	unsigned n = claim_free(tx, c->units[c->cur], blk, ord);
-	for (unsigned i = c->cur + 1; i < c->nunits; i++) {
-		if (c->spoiled[i])
+	for (unsigned i = 0; i < c->nunits; i++) {
+		if (i == c->cur || c->spoiled[i])
 			continue;
 		unsigned got = claim_free(tx, c->units[i], blk + n, ord + n);
 		/* room for max copies, each perhaps with a new table page */
@@ -323,11 +327,16 @@ unsigned sp_compact_done(const struct sp_compaction *c)
 {
 	if (!c->collected)
 		return 0;
-	unsigned emptied = 0;
-	for (unsigned i = 0; i < c->nunits; i++) {
-		if (i >= c->cur && unit_left(c, i))
+	for (unsigned i = c->cur; i < c->nunits; i++)
+		if (unit_left(c, i))
 			return 0;
-		emptied += !c->spoiled[i];
-	}
-	return emptied ? emptied : c->nunits; /* nonzero: done */
+	return 1;
+}
+
+unsigned sp_compact_emptied(const struct sp_compaction *c)
+{
+	unsigned n = 0, end = sp_compact_done(c) ? c->nunits : c->cur;
+	for (unsigned i = 0; i < end; i++)
+		n += !c->spoiled[i];
+	return n;
 }

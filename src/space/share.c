@@ -544,6 +544,19 @@ static void waiters_prune(struct pool_share *s)
 	}
 }
 
+/* Whether a thread of another process waits for the turn: the holder's
+ * own threads never make it step aside (they would pass it to each other,
+ * a call at a time, for good). */
+static int other_waits(struct pool_share *s)
+{
+	for (int i = 0; i < SHARE_WAITERS; i++) {
+		uint64_t e = __atomic_load_n(&s->f->waiting[i], __ATOMIC_RELAXED);
+		if (e && (uint32_t)(e >> 32) != s->pid)
+			return 1;
+	}
+	return 0;
+}
+
 /* What is left of the holder's quantum (H8), in ns. */
 static uint64_t quantum_left(struct share_file *f)
 {
@@ -567,7 +580,7 @@ static int turn_take(struct pool_share *s, int why)
 			}
 			if (TURN_CALLS(v) == 0 && round == 0 &&
 			    __atomic_load_n(&f->waiters, __ATOMIC_SEQ_CST) &&
-			    quantum_left(f) == 0) {
+			    quantum_left(f) == 0 && other_waits(s)) {
 				/* its quantum is over (H8): step aside, counted as
 				 * a waiter so that the taker's leave wakes it */
 				uint64_t me = (uint64_t)s->pid << 32 | (uint32_t)s->start;

@@ -441,7 +441,7 @@ int part_swap_pages(struct tx *tx, uint64_t v, unsigned n, uint64_t *page_of);
  * sp_compact_move moves up to max (<= SP_COMPACT_BATCH) pages out of them in
  * tx, unit after unit (dropping the unit's reservation first), and returns
  * how many it moved; called again in new transactions until sp_compact_done
- * says how many units are empty (0: not yet). */
+ * (nonzero: nothing left to move). */
 #define SP_COMPACT_BATCH 32
 #define SP_COMPACT_UNITS 8
 struct sp_compaction {
@@ -458,6 +458,7 @@ struct sp_compaction {
 unsigned sp_compact_pick(struct tx *tx, unsigned max_used, struct sp_compaction *out);
 int sp_compact_move(struct tx *tx, struct sp_compaction *c, unsigned max);
 unsigned sp_compact_done(const struct sp_compaction *c);
+unsigned sp_compact_emptied(const struct sp_compaction *c); /* units emptied so far */
 /* Separate mappings a window needs besides its home unit (0 for one unit). */
 unsigned part_window_runs(struct tx *tx, uint64_t v_window);
 /* Statistics and checking. */

@@ -640,9 +640,6 @@ static void keep_mirror(struct fm_backend *m)
 }
 
 /* Same root attributes on both sides, and each thread's subtree. */
-/* --keep-free-mib: a file outside every name the generator uses fills the
- * pool until only that much is free, on both sides, so that the trials run on
- * a nearly full pool (refusals, reservations given back under pressure). */
 /* --scatter: the ballast is sparse files, each writing one page in eight of
  * two 2 MiB windows, a third more windows than the pool has units (as the
  * explorer's fragmented tree): the first windows reserve a unit each (SCMFS
@@ -676,6 +673,9 @@ static int scatter_ballast(struct fm_backend *sut, struct fm_backend *mirror, co
 	return 0;
 }
 
+/* --keep-free-mib: a file outside every name the generator uses fills the
+ * pool until only that much is free, on both sides, so that the trials run on
+ * a nearly full pool (refusals, reservations given back under pressure). */
 static int add_ballast(struct fm_backend *sut, struct fm_backend *mirror)
 {
 	struct statvfs sv;

@@ -241,7 +241,7 @@ test_fsck() {
 	done
 	run fsck "$POOL"
 	check "fsck of a pool in use: refused (8), pointing at --online" \
-		all rc_is 8 -- err_has "in use by" -- err_has "--online checks a pool in use"
+		all rc_is 8 -- err_has "in use by" -- err_has "--online checks a pool that programs share"
 	run fsck --online "$POOL"
 	check "fsck --online of a pool in use: clean" all rc_is 0 -- out_has "clean"
 	run fsck --online -y "$POOL"
