@@ -77,6 +77,18 @@ struct pingpong {
 	int to_child[2], to_parent[2];
 };
 
+/* A child running fn with its ends of the pipes (child_mount closes the
+ * others); the parent keeps its own. The child's pid, or -1 without pipes. */
+static pid_t spawn_paired(int (*fn)(void *), struct pingpong *pp)
+{
+	if (pipe(pp->to_child) || pipe(pp->to_parent))
+		return -1;
+	pid_t pid = spawn(fn, pp);
+	close(pp->to_child[0]);
+	close(pp->to_parent[1]);
+	return pid;
+}
+
 /* A child's side of the pipes, and a mount of its own. */
 static ferrite_fs *child_mount(struct pingpong *pp)
 {
@@ -112,10 +124,8 @@ static int c_pingpong(void)
 {
 	/* the child first: one that forks a mounted process inherits its mount */
 	struct pingpong pp;
-	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
-	pid_t pid = spawn(pingpong_child, &pp);
-	close(pp.to_child[0]);
-	close(pp.to_parent[1]);
+	pid_t pid = spawn_paired(pingpong_child, &pp);
+	FT_CHECK(pid > 0, "pipe or fork failed");
 	ferrite_fs *fs;
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	FT_OK(ferrite_mkdir(fs, "/pp", 0755));
@@ -217,11 +227,8 @@ static int import_child(void *arg)
 static int c_shared_offsets(void)
 {
 	struct pingpong pp;
-	FT_OK(pipe(pp.to_child));
-	FT_OK(pipe(pp.to_parent));
-	pid_t importer = spawn(import_child, &pp); /* before the parent mounts */
-	close(pp.to_child[0]);
-	close(pp.to_parent[1]);
+	pid_t importer = spawn_paired(import_child, &pp); /* before the parent mounts */
+	FT_CHECK(importer > 0, "pipe or fork failed");
 	ferrite_fs *fs;
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	int fd = FT_OK(ferrite_open(fs, "/log", O_WRONLY | O_CREAT | O_TRUNC, 0644));
@@ -319,10 +326,8 @@ static int orphan_child(void *arg)
 static int c_orphan_shared(void)
 {
 	struct pingpong pp;
-	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
-	pid_t pid = spawn(orphan_child, &pp);
-	close(pp.to_child[0]);
-	close(pp.to_parent[1]);
+	pid_t pid = spawn_paired(orphan_child, &pp);
+	FT_CHECK(pid > 0, "pipe or fork failed");
 	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to open");
 	ferrite_fs *fs;
 	FT_OK(ferrite_mount(pool, NULL, &fs));
@@ -375,10 +380,8 @@ static int held_child(void *arg)
 static int c_online_check(void)
 {
 	struct pingpong pp;
-	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
-	pid_t pid = spawn(held_child, &pp);
-	close(pp.to_child[0]);
-	close(pp.to_parent[1]);
+	pid_t pid = spawn_paired(held_child, &pp);
+	FT_CHECK(pid > 0, "pipe or fork failed");
 	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to write /held");
 	FT_ERR(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), EBUSY);
 	ferrite_fs *fs;
@@ -443,16 +446,14 @@ static int locks_child(void *arg)
 static int c_locks(void)
 {
 	struct pingpong pp;
-	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
 	ferrite_fs *fs;
 	{ /* the file exists before the child opens it */
 		FT_OK(ferrite_mount(pool, NULL, &fs));
 		FT_OK(ft_write_file(fs, "/locked", 3, 4096, 0));
 		FT_OK(ferrite_unmount(fs));
 	}
-	pid_t pid = spawn(locks_child, &pp);
-	close(pp.to_child[0]);
-	close(pp.to_parent[1]);
+	pid_t pid = spawn_paired(locks_child, &pp);
+	FT_CHECK(pid > 0, "pipe or fork failed");
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	int fd = FT_OK(ferrite_open(fs, "/locked", O_RDWR, 0));
 	int fd2 = FT_OK(ferrite_open(fs, "/locked", O_RDONLY, 0));
@@ -519,10 +520,8 @@ static int c_mapped_elsewhere(void)
 	FT_OK(ft_write_file(fs, "/mapped", 5, MAP_LEN, 0));
 	FT_OK(ferrite_unmount(fs));
 	struct pingpong pp;
-	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
-	pid_t pid = spawn(mapper_child, &pp);
-	close(pp.to_child[0]);
-	close(pp.to_parent[1]);
+	pid_t pid = spawn_paired(mapper_child, &pp);
+	FT_CHECK(pid > 0, "pipe or fork failed");
 	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to map (status %d)", reap(pid));
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	FT_OK(ferrite_truncate(fs, "/mapped", 4096));
