@@ -617,6 +617,7 @@ static const char *const lc_name[LC_N] = {
 struct ack {
 	volatile uint64_t key[WORKERS][SLOTS];
 	volatile uint64_t pending[WORKERS][SLOTS]; /* a call on the slot is running */
+	volatile uint64_t started[WORKERS][SLOTS]; /* calls on the slot begun so far */
 	volatile uint64_t ops[WORKERS];
 	volatile uint32_t want;		 /* classes a SIGUSR1 kills in (0: any) */
 	volatile uint32_t died[WORKERS]; /* classes held when it killed itself */
@@ -788,8 +789,10 @@ static int worker(void *arg)
 		int op = (int)(ft_rand(&seed) % 7);
 		int rc = 0;
 		int changes = op == 0 || (op == 1 && acks->key[w][s]);
-		if (changes)
+		if (changes) { /* pending first: see verify_slot */
 			acks->pending[w][s] = key;
+			acks->started[w][s]++;
+		}
 		worker_in_op = 1;
 		if (op == 0) { /* replace through a rename: old or new after a kill */
 			rc = ft_write_file(fs, tmp, key, slot_len(key), O_TRUNC);
@@ -828,13 +831,15 @@ static int worker(void *arg)
 }
 
 /* Whether slot s of worker w holds what its last acknowledged operation
- * left. With the workers running (live), a mismatch counts only if the slot's
- * acknowledgement did not change while it was read: otherwise a worker's
- * operation on it began meanwhile. */
+ * left. With the workers running (live), a mismatch counts only if no
+ * operation on the slot began while it was read (started unchanged; the
+ * acknowledgement alone could change and change back: a create then an
+ * unlink). Read started, then pending: a worker sets pending, then started. */
 static int verify_slot(ferrite_fs *fs, int w, int s, int live)
 {
 	char path[64];
 	snprintf(path, sizeof(path), "/w/%d-%d", w, s);
+	uint64_t seq = acks->started[w][s];
 	uint64_t p = acks->pending[w][s], k = acks->key[w][s];
 	if (p) /* killed inside, or running: the old state or the new one */
 		return 0;
@@ -855,7 +860,7 @@ static int verify_slot(ferrite_fs *fs, int w, int s, int live)
 		ok = n == (long long)len && ft_verify(buf, len, k, 0) < 0;
 	}
 	free(buf);
-	if (ok || (live && (acks->pending[w][s] || acks->key[w][s] != k)))
+	if (ok || (live && acks->started[w][s] != seq))
 		return 0;
 	if (!k)
 		fprintf(stderr, "  %s: present, but its unlink was acknowledged\n", path);
