@@ -144,6 +144,12 @@ static int64_t bud_alloc_free(struct tx *tx, int order)
 					  "lies past the end of the pool",
 					  j, (long long)b);
 		change_bit(tx, j, (uint64_t)b, 0);
+		/* A unit split for small blocks (metadata pool blocks, page
+		 * tables, small files' pages) will be handed out piece by piece:
+		 * one call maps all of it, not a fault for each piece. */
+		if (j == BUD_TOP_ORDER && order < j)
+			pool_prefault(sp_ptr(sp, (sp->data_page + rel) << FR_PAGE_SHIFT),
+				      FR_UNIT_SIZE);
 		/* Split: the upper halves become free blocks of lower orders. */
 		for (int m = j - 1; m >= order; m--)
 			change_bit(tx, m, (rel + (1ULL << m)) >> m, 1);
