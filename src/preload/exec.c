@@ -88,12 +88,8 @@ static int inheritable(int fd)
 	return fl >= 0 && !(fl & FD_CLOEXEC);
 }
 
-static void describe(int fd, struct sh_file *f, void *arg)
+static void describe_one(struct buf *b, int fd, struct sh_file *f)
 {
-	struct buf *b = arg;
-	b->any++;
-	if (!inheritable(fd))
-		return;
 	struct rec r = {0};
 	r.fd = fd;
 	r.flags = SH_CALL(ferrite_getfl(FS, f->ffd));
@@ -112,6 +108,14 @@ static void describe(int fd, struct sh_file *f, void *arg)
 	b->count++;
 }
 
+static void describe(int fd, struct sh_file *f, void *arg)
+{
+	struct buf *b = arg;
+	b->any++;
+	if (inheritable(fd))
+		describe_one(b, fd, f);
+}
+
 static void mark_cloexec(int fd, struct sh_file *f, void *arg)
 {
 	if (inheritable(fd)) {
@@ -128,8 +132,15 @@ static int env_has_shim(char *const envp[])
 	return 0;
 }
 
-/* Builds the environment for the new image (E1, E3). */
 void sh_exec_prepare(char *const envp[], struct sh_prep *pr)
+{
+	sh_exec_prepare_view(envp, pr, NULL);
+}
+
+/* Builds the environment for the new image (E1, E3): of this process's
+ * descriptors and working directory, or of what spawn file actions leave
+ * the child (view). */
+void sh_exec_prepare_view(char *const envp[], struct sh_prep *pr, const struct sh_view *view)
 {
 	pr->env = NULL;
 	pr->memfd = -1;
@@ -150,11 +161,22 @@ void sh_exec_prepare(char *const envp[], struct sh_prep *pr)
 	struct buf b = {0};
 	struct hdr h = {STATE_MAGIC, 0, 0};
 	char cwd[PATH_MAX];
-	int has_cwd = sh_cwd_path(cwd, sizeof(cwd));
+	int has_cwd;
+	if (view && view->cwd != SH_CWD_SAME)
+		has_cwd = view->cwd == SH_CWD_POOL &&
+			  snprintf(cwd, sizeof(cwd), "%s", view->cwd_path) < (int)sizeof(cwd);
+	else
+		has_cwd = sh_cwd_path(cwd, sizeof(cwd));
 	h.cwdlen = has_cwd ? (uint32_t)strlen(cwd) : 0;
 	put(&b, &h, sizeof(h));
 	put(&b, cwd, h.cwdlen);
-	sh_for_each(describe, &b);
+	if (!view)
+		sh_for_each(describe, &b);
+	for (int i = 0; view && i < view->n; i++) {
+		b.any++;
+		if (view->fds[i].inherit)
+			describe_one(&b, view->fds[i].fd, view->fds[i].f);
+	}
 	/* with pool descriptors that are all close-on-exec, the new image
 	 * still mounts: it lets go of their descriptions (FERRITE_FD_PRUNE),
 	 * which this image, or a parent for it, may have shared */

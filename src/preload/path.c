@@ -323,11 +323,34 @@ void sh_pool_path_of(const struct sh_target *t, char *out, size_t cap)
 	target_pool_path(t, out, cap);
 }
 
-SH_EXPORT int chdir(const char *path)
+int sh_dir_open(const char **path, char *pp, size_t cap, int *ffd)
 {
 	struct sh_target t;
-	int c;
-	if (sh_depth || (c = sh_classify(AT_FDCWD, &path, 0, &t)) == 0) {
+	int c = sh_classify(AT_FDCWD, path, 0, &t);
+	if (c <= 0)
+		return c;
+	int err = 0;
+	ferrite_fs *fs = sh_fs(&err);
+	int rc = err;
+	if (fs) {
+		target_pool_path(&t, pp, cap);
+		rc = SH_CALL(ferrite_openat(fs, t.dirfd, t.path, O_PATH | O_DIRECTORY, 0));
+		if (rc >= 0) {
+			*ffd = rc;
+			rc = SH_CALL(ferrite_faccessat(fs, *ffd, "", X_OK, AT_EMPTY_PATH));
+			if (rc)
+				SH_CALL(ferrite_close(fs, *ffd));
+		}
+	}
+	sh_target_done(&t);
+	return rc ? rc : 1;
+}
+
+SH_EXPORT int chdir(const char *path)
+{
+	char pp[PATH_MAX];
+	int ffd, c;
+	if (sh_depth || (c = sh_dir_open(&path, pp, sizeof(pp), &ffd)) == 0) {
 		int rc = REAL(chdir)(path);
 		if (!rc && !sh_depth) {
 			sh_cwd_set(-1, NULL);
@@ -335,26 +358,7 @@ SH_EXPORT int chdir(const char *path)
 		}
 		return rc;
 	}
-	if (c < 0)
-		return (int)sh_ret(c);
-	int err = 0;
-	ferrite_fs *fs = sh_fs(&err);
-	int rc = err;
-	if (fs) {
-		char pp[PATH_MAX];
-		target_pool_path(&t, pp, sizeof(pp));
-		rc = SH_CALL(ferrite_openat(fs, t.dirfd, t.path, O_PATH | O_DIRECTORY, 0));
-		if (rc >= 0) {
-			int ffd = rc;
-			rc = SH_CALL(ferrite_faccessat(fs, ffd, "", X_OK, AT_EMPTY_PATH));
-			if (rc)
-				SH_CALL(ferrite_close(fs, ffd));
-			else
-				rc = sh_cwd_set(ffd, pp);
-		}
-	}
-	sh_target_done(&t);
-	return (int)sh_ret(rc);
+	return (int)sh_ret(c < 0 ? c : sh_cwd_set(ffd, pp));
 }
 
 SH_EXPORT int fchdir(int fd)

@@ -9,7 +9,9 @@
  * fork), path.c (prefix classification, working directory, realpath),
  * io.c (descriptor calls), ns.c (path calls: stat, namespace, attributes),
  * dir.c (DIR streams, getdents64), stdio.c (FILE streams over fopencookie),
- * exec.c (exec carries open files over), mmap.c (memory mappings).
+ * exec.c (exec carries open files over), spawn.c (posix_spawn, system,
+ * popen, programs in the pool), spawn_fa.c (spawn file actions on pool
+ * files), mmap.c (memory mappings), park.c (placeholders kept for reuse).
  *
  * Invariants: S1 every descriptor the program sees for a ferrite file is a
  *               real kernel descriptor (an O_PATH handle of /dev/null) that
@@ -33,6 +35,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
+#include <spawn.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -63,6 +66,40 @@ struct sh_prep {
 };
 void sh_exec_prepare(char *const envp[], struct sh_prep *pr);
 void sh_exec_abort(struct sh_prep *pr);
+/* What a spawned child will have once its file actions ran (spawn_fa.c):
+ * the pool descriptors by number and its working directory. */
+enum { SH_CWD_SAME, SH_CWD_POOL, SH_CWD_HOST };
+struct sh_view {
+	struct sh_view_fd {
+		int fd;
+		struct sh_file *f; /* a reference of the view's own */
+		int inherit;	   /* survives the exec (no close-on-exec) */
+	} * fds;
+	int n, cap;
+	int cwd;		 /* SH_CWD_*: the spawner's, a pool or a host directory */
+	char cwd_path[PATH_MAX]; /* SH_CWD_POOL: its pool path */
+};
+void sh_exec_prepare_view(char *const envp[], struct sh_prep *pr, const struct sh_view *view);
+/* posix_spawn file actions that name pool files or directories (spawn_fa.c):
+ * sh_spawn_plan plays them: 0 there are none to play (use the caller's
+ * actions), 1 plan->view says what the child gets, -errno an action on the
+ * pool failed (the spawn fails with it, as the child's action would have).
+ * Then sh_spawn_plan_actions builds plan->fa, what the kernel still does in
+ * the child, whose closefrom spares the numbers in keep (the exec state's
+ * memfd, a program's memfd); 0 or -errno. */
+struct sh_spawn_plan {
+	posix_spawn_file_actions_t fa;
+	int fa_ready;
+	struct sh_view view;
+	int *opened; /* placeholders opened here for the child, closed after */
+	int nopened;
+	struct fa_act *kops; /* the kernel's part, in order */
+	int nk, kcap;
+	struct fa_record *rec; /* the program's actions, copied */
+};
+int sh_spawn_plan(const posix_spawn_file_actions_t *fa, struct sh_spawn_plan *plan);
+int sh_spawn_plan_actions(struct sh_spawn_plan *plan, const int *keep, int nkeep);
+void sh_spawn_plan_done(struct sh_spawn_plan *plan);
 #define SH_ENV(pr, envp) ((pr).env ? (char *const *)(pr).env : (envp))
 
 /* What the kernel can execute for path (spawn.c): a pool file is copied to
@@ -221,6 +258,10 @@ int sh_visible(const char *pool_path, char *out, size_t cap);
 /* Working directory inside the prefix: a ferrite O_PATH descriptor. */
 int sh_cwd_ffd(void); /* -1 when the cwd is the kernel's */
 int sh_cwd_set(int ffd, const char *pool_path);
+/* chdir's test of path: 0 the kernel's (*path as sh_classify leaves it), 1
+ * a pool directory the caller may enter (*ffd an O_PATH descriptor of it,
+ * pp its pool path), or -errno. */
+int sh_dir_open(const char **path, char *pp, size_t cap, int *ffd);
 /* Returns the pool path of the cwd into buf (exec.c), 0 if outside. */
 int sh_cwd_path(char *buf, size_t cap);
 void sh_kcwd_update(void);

@@ -16,8 +16,8 @@
  *               exec); set-id bits are not honoured (the memfd has none);
  *             X2 a failed exec or spawn changes nothing: the memfd and the
  *               environment built for it are released, errno is the exec's.
- * Limits: posix_spawn file actions that name pool descriptors act on their
- *   placeholders (docs/contracts.md#preload); one level of interpreter.
+ * File actions that name pool files are played by spawn_fa.c.
+ * Limits: one level of interpreter.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -195,15 +195,31 @@ void sh_exe_done(struct sh_exe *x)
 
 /* posix_spawn (search 0) or posix_spawnp (1) of what the kernel can run,
  * with the state an exec passes in the child's environment. */
-static int spawn_with_state(pid_t *pid, const char *path, int search,
+static int spawn_with_state(pid_t *pid, const char *path, int search, int exe_fd,
 			    const posix_spawn_file_actions_t *fa, const posix_spawnattr_t *attr,
 			    char *const argv[], char *const envp[])
 {
+	struct sh_spawn_plan plan;
+	int planned = sh_spawn_plan(fa, &plan);
+	if (planned < 0)
+		return -planned; /* F4 in spawn_fa.c */
 	struct sh_prep pr;
-	sh_exec_prepare(envp, &pr);
+	sh_exec_prepare_view(envp, &pr, planned ? &plan.view : NULL);
+	if (planned) {
+		int keep[2] = {pr.memfd, exe_fd}; /* closefrom spares them */
+		int rc = sh_spawn_plan_actions(&plan, keep, 2);
+		if (rc) {
+			sh_exec_abort(&pr);
+			sh_spawn_plan_done(&plan);
+			return -rc;
+		}
+		fa = &plan.fa;
+	}
 	int rc = search ? REAL(posix_spawnp)(pid, path, fa, attr, argv, SH_ENV(pr, envp))
 			: REAL(posix_spawn)(pid, path, fa, attr, argv, SH_ENV(pr, envp));
 	sh_exec_abort(&pr); /* the child has its copies */
+	if (planned)
+		sh_spawn_plan_done(&plan);
 	return rc;
 }
 
@@ -214,7 +230,7 @@ static int spawn_common(pid_t *pid, const char *path, const posix_spawn_file_act
 	int rc = sh_exe_resolve(path, argv, &x);
 	if (rc)
 		return -rc;
-	rc = spawn_with_state(pid, x.path, 0, fa, attr, x.argv, envp);
+	rc = spawn_with_state(pid, x.path, 0, x.memfd, fa, attr, x.argv, envp);
 	sh_exe_done(&x);
 	return rc;
 }
@@ -294,7 +310,7 @@ SH_EXPORT int posix_spawnp(pid_t *pid, const char *file, const posix_spawn_file_
 	if (strchr(file, '/'))
 		return spawn_common(pid, file, fa, attr, argv, envp);
 	if (!sh_path_has_pool()) /* the kernel's search finds it */
-		return spawn_with_state(pid, file, 1, fa, attr, argv, envp);
+		return spawn_with_state(pid, file, 1, -1, fa, attr, argv, envp);
 	struct spawn_args a = {pid, fa, attr, argv, envp};
 	return -sh_path_search(file, spawn_one, &a);
 }

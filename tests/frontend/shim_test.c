@@ -18,6 +18,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <spawn.h>
 #include <unistd.h>
 
 static const char *prog;
@@ -399,6 +400,73 @@ static void case_exec_child(int argc, char **argv)
 	CHECK(stat("/pm/ex", &st) == 0 && st.st_size == 10);
 }
 
+/* posix_spawn with file actions that name pool files: the child's stdout is
+ * a pool descriptor (dup2, one description with the spawner's), its stderr a
+ * pool path opened for it, its working directory a pool directory (chdir and
+ * fchdir), relative opens resolved there; a dup2 of a kernel descriptor
+ * over a pool one and a close take it away; an action on a missing pool
+ * file fails the spawn with its errno (docs/contracts.md#preload). */
+static void case_spawn(void)
+{
+	extern char **environ;
+	CHECK(mkdir("/pm/sp", 0755) == 0 && mkdir("/pm/sp/dir", 0755) == 0);
+	CHECK(write_all("/pm/sp/dir/in", "from-stdin\n") == 0);
+	int out = open("/pm/sp/out", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	CHECK(out >= 0 && write(out, "head\n", 5) == 5);
+	posix_spawn_file_actions_t fa;
+	CHECK(posix_spawn_file_actions_init(&fa) == 0);
+	CHECK(posix_spawn_file_actions_adddup2(&fa, out, 1) == 0);
+	CHECK(posix_spawn_file_actions_addclose(&fa, out) == 0);
+	CHECK(posix_spawn_file_actions_addopen(&fa, 2, "/pm/sp/err", O_WRONLY | O_CREAT | O_TRUNC,
+					       0644) == 0);
+	CHECK(posix_spawn_file_actions_addchdir_np(&fa, "/pm/sp/dir") == 0);
+	CHECK(posix_spawn_file_actions_addopen(&fa, 0, "in", O_RDONLY, 0) == 0);
+	char *av[] = {"/bin/sh", "-c", "read x; echo \"$x\"; echo err >&2; pwd; echo made > rel",
+		      NULL};
+	pid_t pid;
+	int st;
+	CHECK(posix_spawn(&pid, "/bin/sh", &fa, NULL, av, environ) == 0);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(posix_spawn_file_actions_destroy(&fa) == 0);
+	/* the child wrote through the spawner's description: its offset moved */
+	CHECK(lseek(out, 0, SEEK_CUR) == (off_t)strlen("head\nfrom-stdin\n/pm/sp/dir\n"));
+	CHECK(close(out) == 0);
+	CHECK(!strcmp(slurp("/pm/sp/out"), "head\nfrom-stdin\n/pm/sp/dir\n"));
+	CHECK(!strcmp(slurp("/pm/sp/err"), "err\n"));
+	CHECK(!strcmp(slurp("/pm/sp/dir/rel"), "made\n"));
+
+	/* fchdir to a pool directory; a kernel descriptor dup2'ed over a pool
+	 * one replaces it; a pool descriptor closed by closefrom is gone */
+	int dir = open("/pm/sp/dir", O_RDONLY | O_DIRECTORY);
+	int keep = open("/pm/sp/keep", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int lost = open("/pm/sp/lost", O_WRONLY | O_CREAT | O_TRUNC, 0644);
+	int null = open("/dev/null", O_WRONLY);
+	CHECK(dir >= 0 && keep >= 0 && lost >= 0 && null >= 0);
+	CHECK(posix_spawn_file_actions_init(&fa) == 0);
+	CHECK(posix_spawn_file_actions_addfchdir_np(&fa, dir) == 0);
+	CHECK(posix_spawn_file_actions_adddup2(&fa, keep, 1) == 0);
+	CHECK(posix_spawn_file_actions_adddup2(&fa, lost, 2) == 0);
+	CHECK(posix_spawn_file_actions_adddup2(&fa, null, 2) == 0);
+	CHECK(posix_spawn_file_actions_addclosefrom_np(&fa, 3) == 0);
+	char *av2[] = {"/bin/sh", "-c", "pwd; cat rel; echo gone >&2", NULL};
+	CHECK(posix_spawnp(&pid, "sh", &fa, NULL, av2, environ) == 0);
+	CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	CHECK(posix_spawn_file_actions_destroy(&fa) == 0);
+	CHECK(!strcmp(slurp("/pm/sp/keep"), "/pm/sp/dir\nmade\n"));
+	CHECK(!strcmp(slurp("/pm/sp/lost"), ""));
+	close(dir), close(keep), close(lost), close(null);
+
+	/* F4: an open of a missing pool file fails the spawn, no child */
+	CHECK(posix_spawn_file_actions_init(&fa) == 0);
+	CHECK(posix_spawn_file_actions_addopen(&fa, 0, "/pm/sp/missing", O_RDONLY, 0) == 0);
+	CHECK(posix_spawn(&pid, "/bin/true", &fa, NULL, av, environ) == ENOENT);
+	CHECK(posix_spawn_file_actions_destroy(&fa) == 0);
+	CHECK(posix_spawn_file_actions_init(&fa) == 0);
+	CHECK(posix_spawn_file_actions_addchdir_np(&fa, "/pm/sp/out") == 0);
+	CHECK(posix_spawn(&pid, "/bin/true", &fa, NULL, av, environ) == ENOTDIR);
+	CHECK(posix_spawn_file_actions_destroy(&fa) == 0);
+}
+
 /* A forked child goes on with the pool: its inherited descriptor, new
  * opens, its own writes seen by the parent; a forked child that execs finds
  * its descriptors and working directory again (docs/contracts.md#preload-fork). */
@@ -546,6 +614,7 @@ static const struct test_case cases[] = {
     {"dup", case_dup},
     {"exec", case_exec},
     {"fork", case_fork},
+    {"spawn", case_spawn},
     {"mmap_write", case_mmap_write},
     {"mmap_check", case_mmap_check},
     {"copy", case_copy},
