@@ -15,7 +15,13 @@
  *               enters the file (write past EOF, truncate up, fallocate) is
  *               written or zeroed before the size that exposes it is published;
  *             D4 a newly backed page that lies below the size is zeroed or
- *               fully overwritten before its mapping can commit (holes read 0).
+ *               fully overwritten before its mapping can commit (holes read 0);
+ *             D5 what a mapping can show past the end of file -- the rest of
+ *               the last page -- is zero: a write zeroes the part of a new
+ *               page it does not cover, and a small file moved into a large
+ *               partition (as mmap does, mmap.c M1) gets zeros past its size
+ *               in its last page, whatever its page held before (a null
+ *               file's page, nullfile.c, holds its last owner's bytes).
  * Crash argument: partition changes and backing are one logged transaction
  *   per call, committed before the data is copied. Data is fenced before the
  *   8-byte size store that publishes an append (ctFS 3.5), so a crash shows
@@ -281,6 +287,9 @@ static int relocate(ferrite_fs *fs, struct tx *tx, struct fr_inode *ip, int new_
 					tx_get(tx, sp_ptr(sp, src), page, FR_PAGE_SIZE);
 				else
 					memset(page, 0, FR_PAGE_SIZE);
+				if (copy < p + FR_PAGE_SIZE) /* D5 */
+					memset(page + (copy - p), 0,
+					       (size_t)(p + FR_PAGE_SIZE - copy));
 				pm_copy_nt(sp_ptr(sp, dst), page, FR_PAGE_SIZE);
 				tx_mark_fresh(tx);
 			}
@@ -574,12 +583,17 @@ static int write_back_range(ferrite_fs *fs, struct fr_inode *ip, uint64_t off, u
 	lvl = tx_get1(tx, &ip->i_level);
 	if (!r) {
 		uint64_t b0 = is_small(lvl) ? FR_MIN(off, size) : off;
-		/* No [w0, w1) exemption: the data is copied after this
-		 * commit, and a window below the size is exposed by it, so
-		 * it must be zeroed now (D4) or a crash before the copy
-		 * shows the previous owner's bytes. */
+		/* Below the size, no [w0, w1) exemption: the data is copied
+		 * after this commit, and a window below the size is exposed
+		 * by it, so it must be zeroed now (D4) or a crash before the
+		 * copy shows the previous owner's bytes. At and past the size,
+		 * only pages the write covers whole are left to it: the rest
+		 * of a page it covers in part is zeroed too (D5), since a
+		 * mapping shows the page past the end of file. */
+		uint64_t w0 = FR_ALIGN_UP(FR_MAX(off, size), FR_PAGE_SIZE);
+		uint64_t w1 = FR_ALIGN_DOWN(end, FR_PAGE_SIZE);
 		r = back_range(fs, tx, ip, b0, append_ahead(fs, tx, ip, lvl, off, end, size) - b0,
-			       size, 0, 0);
+			       FR_ALIGN_UP(end, FR_PAGE_SIZE), w0, w1 > w0 ? w1 : w0);
 	}
 	if (r) {
 		tx_abort(tx);
