@@ -377,8 +377,10 @@ struct ferrite_info {
 	char persistence[64]; /* flush instruction chosen at run time */
 	int mount_mode;	      /* enum ferrite_mode in force for this mount */
 	/* Format 4: bytes large files' windows reserved and have not written
-	 * (SCMFS pre-allocation); counted in neither free_bytes nor the files,
-	 * given back whenever an allocation would otherwise fail. */
+	 * (SCMFS pre-allocation); format 5 adds the pages of null files (ready
+	 * files a create takes) and of empty files made from them. Counted in
+	 * neither free_bytes nor the files, given back whenever an allocation
+	 * would otherwise fail. */
 	uint64_t prealloc_bytes;
 	uint64_t inode_block_bytes; /* inode slots come in blocks of this size */
 	/* This process's kernel mappings of the files' windows (an upper bound),

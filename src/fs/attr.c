@@ -57,7 +57,9 @@ static void inode_to_stat(ferrite_fs *fs, const struct fr_inode *ip, struct stat
 		st->st_rdev = (dev_t)rdev;
 	}
 	st->st_blksize = 4096;
-	st->st_blocks = (blkcnt_t)(ip->i_blocks * 8);
+	/* An empty file may hold the page of the null file it was made from
+	 * (nullfile.c): pre-allocated, unwritten, not counted. */
+	st->st_blocks = S_ISREG(ip->i_mode) && !ip->i_size ? 0 : (blkcnt_t)(ip->i_blocks * 8);
 	st->st_atim.tv_sec = ip->i_atime_sec;
 	st->st_atim.tv_nsec = ip->i_atime_nsec;
 	st->st_mtim.tv_sec = ip->i_mtime_sec;
@@ -222,7 +224,10 @@ int fs_statvfs(ferrite_fs *fs, struct statvfs *sv)
 	int v4 = fs->m.sb->sb_version >= FR_FORMAT_SMALL_BLOCKS;
 	/* Pages windows reserved and did not write come back on demand
 	 * (window.c W1): they are free space. */
-	uint64_t freep = bud_free_pages(sp) + (v4 ? sp->hdr->sph_prealloc_pages : 0);
+	/* So are null files' pages (nullfile.c N2): the collector frees them,
+	 * and their inodes, before any call is refused. */
+	uint64_t nulls = null_enabled(fs) ? FR_MIN(fs->m.st->st_null_count, ih->mph_live) : 0;
+	uint64_t freep = bud_free_pages(sp) + (v4 ? sp->hdr->sph_prealloc_pages : 0) + nulls;
 	sv->f_bsize = 4096;
 	sv->f_frsize = 4096;
 	sv->f_blocks = sp->data_end_page - sp->data_page;
@@ -242,8 +247,9 @@ int fs_statvfs(ferrite_fs *fs, struct statvfs *sv)
 	uint64_t free_entries = ih->mph_total > ih->mph_live ? ih->mph_total - ih->mph_live : 0;
 	if (v4)
 		free_entries /= 3;
-	sv->f_files = ih->mph_live + free_entries + freep * per_page;
-	sv->f_ffree = sv->f_files - ih->mph_live;
+	uint64_t used = ih->mph_live > nulls ? ih->mph_live - nulls : 0;
+	sv->f_files = used + free_entries + freep * per_page;
+	sv->f_ffree = sv->f_files - used;
 	sv->f_favail = sv->f_ffree;
 	uint64_t id;
 	memcpy(&id, fs->m.sb->sb_uuid, sizeof(id));

@@ -13,8 +13,9 @@
  * then has some for the windows that come next, not one at a time, each
  * costing a walk. A pass that finds no unit backs off exponentially.
  * The collector of pre-allocated pages lives here too (pmfs_reclaim): a call
- * refused for want of space while windows hold reserved, unwritten pages
- * gets them back in transactions of their own and is tried again.
+ * refused for want of space while windows hold reserved, unwritten pages,
+ * or null files and empty files hold theirs (nullfile.c N2), gets them back
+ * in transactions of their own and is tried again.
  * Crash argument: each batch is one logged transaction (space/compact.c);
  * so is each round of the collector, whose pages are released at its commit
  * (window.c W2), before any call can write them.
@@ -87,10 +88,10 @@ void fs_compact_quiet(void *arg)
 
 int pmfs_reclaim(ferrite_fs *fs)
 {
-	if (!fs || !fs->m.sp.reserve_windows)
+	if (!fs)
 		return 0;
-	uint64_t got = 0;
-	for (;;) {
+	uint64_t got = null_collect(fs); /* nullfile.c N2 */
+	for (; fs->m.sp.reserve_windows;) {
 		struct log_ctx *lc = op_begin(fs);
 		if (!lc)
 			break;

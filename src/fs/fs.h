@@ -128,9 +128,28 @@ void ino_lock_many(ferrite_fs *fs, uint64_t *inos, int n);
 void ino_unlock_many(ferrite_fs *fs, uint64_t *inos, int n);
 
 void fs_now(struct timespec *ts);
-/* Allocates and initialises an inode in tx; returns its number. */
+/* Allocates and initialises an inode in tx; returns its number. A regular
+ * file takes a null file when there is one (nullfile.c). */
 int ino_alloc(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid, uint64_t parent,
 	      uint64_t *ino);
+
+/* Null files (nullfile.c): does the pool have them (format 5)? */
+int null_enabled(const ferrite_fs *fs);
+/* In tx, which drops the last name of ino (held, not open): makes the file
+ * a null file if it is one backed page and the list has room; 0 done,
+ * -ENOENT not (the caller releases it). */
+int null_recycle(ferrite_fs *fs, struct tx *tx, uint64_t ino);
+/* Takes the first null file as a new regular file in tx: -ENOENT if the
+ * list is empty, -EUCLEAN if it is damaged. */
+int null_take(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid, uint64_t *ino);
+/* The collector: releases the null files and the pages of empty files;
+ * returns the pages it freed. */
+uint64_t null_collect(ferrite_fs *fs);
+/* fsck: walks the null list, calling listed(arg, ino) for each inode on it
+ * (0: not a live inode, or seen before -- the walk stops there), checks N1,
+ * reports what is wrong; returns the problems, *len the list's length. */
+int null_check(ferrite_fs *fs, int (*listed)(void *arg, uint64_t ino), void *arg,
+	       fr_report_fn report, void *rarg, uint64_t *len);
 /* Releases an inode and everything it owns (data, directory storage). May
  * need several transactions for a large file: commits as it goes. */
 int ino_release(ferrite_fs *fs, struct log_ctx **lc, uint64_t ino);

@@ -22,6 +22,7 @@
 #define I_DIR_SMALL  0
 #define I_DIR_LARGE  1
 #define I_F_ORPHAN   1u /* i_flags: on the orphan list */
+#define I_F_NULL     2u /* i_flags: a null file, on the null list (format 5) */
 
 /* 256 bytes, an entry of the inode pool. Line 1 (bytes 64-127) holds what a
  * write changes (size and times) so an append flushes one line.
@@ -39,7 +40,8 @@
  *     alone; i_blocks equals the pages the PPT backs in it (check_blocks,
  *     repaired); below L3 no page under i_size is a hole (data.c D2); i_nlink
  *     is its names, 2 + subdirectories for a directory (namei.c N1,
- *     repaired); an inode no name reaches is an orphan with i_nlink 0. */
+ *     repaired); an inode no name reaches is an orphan with i_nlink 0, or
+ *     a null file (fs/nullfile.c N1). */
 struct fr_inode {
 	struct mp_oob i_oob; /* 0 */
 	uint32_t i_mode;     /* 16 */
@@ -51,7 +53,7 @@ struct fr_inode {
 	uint8_t i_dkind;  /* directories: I_DIR_SMALL / I_DIR_LARGE */
 	uint8_t i_dclass; /* small directories: metadata pool of the array */
 	uint8_t i_rsvd0;
-	uint32_t i_flags;      /* I_F_ORPHAN (inode.c I1) */
+	uint32_t i_flags;      /* I_F_ORPHAN (inode.c I1), I_F_NULL (nullfile.c N1) */
 	uint64_t i_generation; /* 48: unique per allocation of this inode (inode.c I2) */
 	uint64_t i_blocks;     /* 56: pages backing the data */
 	uint64_t i_size;       /* 64 */
@@ -69,7 +71,7 @@ struct fr_inode {
 	uint64_t i_parent;
 	uint64_t i_dents;	     /* 128: small directories: pool offset of the array (FF8) */
 	uint64_t i_nentries;	     /* 136: directories: entries besides . and .. (FF8, fsck) */
-	uint64_t i_orphan_next;	     /* 144: next inode on the orphan list, 0 = last */
+	uint64_t i_orphan_next;	     /* 144: next inode on the orphan or null list, 0 = last */
 	uint64_t i_xattr;	     /* 152: pool offset of the xattr block, 0 = none (FF3) */
 	char i_inline[I_INLINE_MAX]; /* 160: short symlink target; devices: dev_t */
 };

@@ -35,7 +35,7 @@ struct iref {
 	uint64_t ino; /* 0 = empty slot */
 	uint32_t refs;
 	uint32_t subdirs;
-	uint8_t live, reached, is_dir, orphan, damaged;
+	uint8_t live, reached, is_dir, orphan, damaged, null_listed;
 	uint64_t parent_seen;
 };
 
@@ -333,6 +333,29 @@ static void on_inode_entry(void *arg, int id, uint64_t off, int live)
 	}
 }
 
+/* null_check's walk: a live inode seen for the first time */
+static int null_listed(void *arg, uint64_t ino)
+{
+	struct iref *r = iref(arg, ino, 0);
+	if (!r || !r->live || r->null_listed)
+		return 0;
+	r->null_listed = 1;
+	return 1;
+}
+
+static int fix_counter(struct fsck *f, void *word, size_t width, uint64_t val, const char *what);
+
+static void check_null_list(struct fsck *f)
+{
+	uint64_t len;
+	struct fr_state *st = f->fs->m.st;
+	f->errors += null_check(f->fs, null_listed, f, f->report, f->rarg, &len);
+	if (null_enabled(f->fs) && st->st_null_count != len &&
+	    !fix_counter(f, &st->st_null_count, 8, len, "null file count"))
+		BAD(f, "null file count %llu, the list holds %llu",
+		    (unsigned long long)st->st_null_count, (unsigned long long)len);
+}
+
 struct dctx {
 	struct fsck *f;
 	uint64_t dir;
@@ -564,6 +587,17 @@ static void check_tree(struct fsck *f, int repair)
 		if (!r->ino || !r->live)
 			continue;
 		struct fr_inode *ip = ino_ptr(fs, r->ino);
+		if (r->null_listed != !!(ip->i_flags & I_F_NULL)) {
+			BAD(f, "inode %llu: %s", (unsigned long long)r->ino,
+			    r->null_listed ? "on the null list without I_F_NULL"
+					   : "a null file not on the null list");
+			continue;
+		}
+		if (r->null_listed) {
+			if (r->reached)
+				BAD(f, "null file %llu has a name", (unsigned long long)r->ino);
+			continue; /* ready for a create (nullfile.c N1) */
+		}
 		if (!r->reached) {
 			if (r->orphan && ip->i_nlink == 0)
 				continue; /* open when the pool was closed; mount releases it */
@@ -650,6 +684,7 @@ static int fs_fsck(ferrite_fs *fs, int repair, fr_report_fn report, void *rarg,
 			BAD(&f, "dentry pool %d: arrays referenced vs live entries differ", id);
 	}
 	PROGRESS(5);
+	check_null_list(&f);
 	check_tree(&f, repair);
 	PROGRESS(6);
 	if (!f.errors)

@@ -23,7 +23,15 @@ static void count_inode(void *arg, int id, uint64_t off, int live)
 	struct type_count *c = arg;
 	if (id != MP_INODE || !live)
 		return;
-	uint32_t mode = ((struct fr_inode *)meta_ptr(&c->fs->m, off))->i_mode;
+	const struct fr_inode *ip = meta_ptr(&c->fs->m, off);
+	uint32_t mode = ip->i_mode;
+	/* Null files, and the page of a file made from one and never written
+	 * (nullfile.c), are pre-allocation, not files or data. */
+	if (S_ISREG(mode) && ((ip->i_flags & I_F_NULL) || ip->i_size == 0)) {
+		c->info->prealloc_bytes += FR_MIN(ip->i_blocks, 1024) << FR_PAGE_SHIFT;
+		if (ip->i_flags & I_F_NULL)
+			return;
+	}
 	if (S_ISDIR(mode))
 		c->info->directories++;
 	else if (S_ISLNK(mode))

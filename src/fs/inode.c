@@ -6,7 +6,8 @@
  * the inode's pool offset / 64, so translating one costs an add.
  *
  * Invariants: I1 a LIVE inode with i_nlink == 0 is on the orphan list (it is
- *               still open somewhere, or its release was interrupted);
+ *               still open somewhere, or its release was interrupted) or is
+ *               a null file, on the null list (nullfile.c N1);
  *             I2 (ino, i_generation) is unique among all inodes ever
  *               allocated in the pool: it names one object forever;
  * Crash argument: allocation and release are staged in the operation's
@@ -189,8 +190,9 @@ void ino_set_times(struct tx *tx, struct fr_inode *ip, int which, const struct t
 	}
 }
 
-int ino_alloc(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid, uint64_t parent,
-	      uint64_t *ino)
+/* A new inode from the inode pool. */
+static int ino_build(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid,
+		     uint64_t parent, uint64_t *ino)
 {
 	uint64_t off;
 	int reused;
@@ -221,6 +223,17 @@ int ino_alloc(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid, 
 	tx_set(tx, meta_ptr(&fs->m, off), &img, sizeof(img));
 	*ino = off >> INO_SHIFT;
 	return 0;
+}
+
+int ino_alloc(ferrite_fs *fs, struct tx *tx, mode_t mode, uid_t uid, gid_t gid, uint64_t parent,
+	      uint64_t *ino)
+{
+	if (S_ISREG(mode) && null_enabled(fs)) {
+		int rc = null_take(fs, tx, mode, uid, gid, ino); /* nullfile.c */
+		if (rc != -ENOENT)
+			return rc;
+	}
+	return ino_build(fs, tx, mode, uid, gid, parent, ino);
 }
 
 void orphan_add(ferrite_fs *fs, struct tx *tx, uint64_t ino)

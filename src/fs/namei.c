@@ -175,8 +175,9 @@ int fs_mknod(ferrite_fs *fs, uint64_t at, const char *path, mode_t mode, dev_t r
 	return rc;
 }
 
-/* Drops the last link of ino inside tx: released now, or parked on the
- * orphan list if open or too large (*later set: release after commit). */
+/* Drops the last link of ino inside tx: kept as a null file, released now,
+ * or parked on the orphan list if open or too large (*later set: release
+ * after commit). */
 static int drop_inode(ferrite_fs *fs, struct tx *tx, uint64_t ino, int *later)
 {
 	*later = 0;
@@ -184,6 +185,8 @@ static int drop_inode(ferrite_fs *fs, struct tx *tx, uint64_t ino, int *later)
 		orphan_add(fs, tx, ino);
 		return 0;
 	}
+	if (!null_recycle(fs, tx, ino))
+		return 0; /* a null file now, for the next create (nullfile.c) */
 	int rc = ino_drop_tx(fs, tx, ino);
 	if (rc == -E2BIG) {
 		orphan_add(fs, tx, ino);

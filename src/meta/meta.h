@@ -150,6 +150,11 @@ int mp_entry_valid_tx(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off
 uint64_t mp_block_bytes(const struct meta *m, enum mp_id id);
 /* Does the head of pool id match the pool's format? (attach, fsck) */
 int mp_head_check(const struct meta *m, enum mp_id id);
+/* Calls fn(arg, off) for each live entry of pool id until fn returns
+ * non-zero; the blocks are checked as they are reached (-EUCLEAN). Blocks
+ * are never released, so it may run beside allocations: an entry it
+ * reports must be checked again under the lock that guards it. */
+int mp_each_live(struct meta *m, enum mp_id id, int (*fn)(void *arg, uint64_t off), void *arg);
 /* fsck: walks every block, calls visit(arg, id, off, live) for each entry
  * handed out so far, and checks counts and free lists. */
 int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg,

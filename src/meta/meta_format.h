@@ -20,9 +20,13 @@
  * engine's layout is that of version 2.
  * 4: metadata pool blocks are a page or a few (mph_block_order) instead of
  * 2 MiB units, so any free page serves metadata; formats 1-3 keep 2 MiB
- * blocks. */
-#define FR_FORMAT_VERSION      4
+ * blocks.
+ * 5: null files (SCMFS): ready inodes, each with a zeroed page, on a list
+ * in the state page (st_null_head), which a version-4 reader would take
+ * for unreachable inodes; version-4 pools are mounted and get none. */
+#define FR_FORMAT_VERSION      5
 #define FR_FORMAT_SMALL_BLOCKS 4		     /* first version with small metadata blocks */
+#define FR_FORMAT_NULL_FILES   5		     /* first version with null files */
 #define SB_MAGIC	       0x0045544952524546ULL /* "FERRITE\0" */
 #define SB_OFF		       0
 #define SB_SPACE_OFF	       4096
@@ -181,7 +185,13 @@ struct fr_state {
 	 * list, refusing an entry that is not a live inode of a known type
 	 * with a sound partition (orphan_cleanup, fs/inode.c). */
 	uint64_t st_orphan_head;
-	uint64_t st_rsvd[13];
+	/* Format 5: the first null file (SCMFS), 0 = none; linked by
+	 * i_orphan_next, each with I_F_NULL (fs/nullfile.c N1), and how many
+	 * there are. A list that is not sound is refused (-EUCLEAN) where it
+	 * is used and reported by fsck; formats 1-4 have zeros here. */
+	uint64_t st_null_head;
+	uint64_t st_null_count;
+	uint64_t st_rsvd[11];
 	struct mp_head st_pools[MP_COUNT];
 };
 _Static_assert(sizeof(struct fr_state) <= 4096, "state fits a page");

@@ -204,6 +204,25 @@ int mp_entry_valid_tx(struct meta *m, struct tx *tx, enum mp_id id, uint64_t off
 	return tx_get4(tx, &o->oob_status) == MP_LIVE && tx_get4(tx, &o->oob_pool) == (uint32_t)id;
 }
 
+int mp_each_live(struct meta *m, enum mp_id id, int (*fn)(void *arg, uint64_t off), void *arg)
+{
+	uint64_t most = (m->sp.data_end_page - m->sp.data_page) >> mp_block_order(m, id);
+	uint64_t nblocks = 0;
+	for (uint64_t b = m->st->st_pools[id].mph_block_head; b; nblocks++) {
+		if (nblocks >= most || !mp_block_ok(m, id, b))
+			return -EUCLEAN;
+		const struct mp_block *blk = meta_ptr(m, b);
+		for (uint32_t i = 0; i < blk->mpb_bump; i++) {
+			uint64_t off = b + MPB_HDR + (uint64_t)i * mp_entry_size[id];
+			const struct mp_oob *o = meta_ptr(m, off);
+			if (o->oob_status == MP_LIVE && o->oob_pool == (uint32_t)id && fn(arg, off))
+				return 0;
+		}
+		b = blk->mpb_next;
+	}
+	return 0;
+}
+
 int mp_walk(struct meta *m, void (*visit)(void *, int, uint64_t, int), void *arg,
 	    void (*block_cb)(void *, uint64_t, uint64_t), fr_report_fn report, void *rarg)
 {

@@ -304,6 +304,28 @@ static int free_list_garbage(void)
 	return 0;
 }
 
+/* A null list (nullfile.c N1) that names no inode: a create refuses it,
+ * names nothing, and fsck reports it; so does a count that lies. */
+static int null_list_garbage(void)
+{
+	memcpy(img, pristine, len);
+	struct fr_state *st = (struct fr_state *)(img + SB_STATE_OFF);
+	st->st_null_head = 0xdeadbeef000ULL;
+	st->st_null_count = 1ULL << 62;
+	put();
+	ferrite_fs *fs;
+	CHECK(ferrite_mount(pool, NULL, &fs) == 0);
+	struct statvfs sv;
+	CHECK(ferrite_statvfs(fs, &sv) == 0 && sv.f_bfree <= sv.f_blocks);
+	CHECK(ferrite_open(fs, "/new", O_CREAT | O_WRONLY, 0644) == -EUCLEAN);
+	CHECK(strstr(ferrite_errmsg(), "null file list damaged"));
+	ferrite_unmount(fs);
+	CHECK(unchanged());
+	int lines;
+	CHECK(fsck_n(&lines) == FERRITE_FSCK_UNCORRECTED && lines > 0);
+	return 0;
+}
+
 static int dentry_to_free_inode(void)
 {
 	struct fr_inode *ip = inode_of("/data/tiny");
@@ -397,6 +419,7 @@ static const struct {
     {"pte_outside_pool", pte_outside_pool},
     {"double_release", double_release},
     {"free_list_garbage", free_list_garbage},
+    {"null_list_garbage", null_list_garbage},
     {"dentry_to_free_inode", dentry_to_free_inode},
     {"bitmaps_over_logs", bitmaps_over_logs},
     {"parent_outside_pool", parent_outside_pool},
