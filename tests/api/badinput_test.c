@@ -391,6 +391,40 @@ static int c_mount_newer_version(void)
 	return check_gold(scratch);
 }
 
+/* A pool of the previous format (4) keeps mounting as it is: a one-page
+ * file deleted there is released, not kept as a null file (format 5), and
+ * the pool stays version 4, fsck clean. */
+static int c_mount_version4(void)
+{
+	struct ferrite_mkfs_opts o = {.size = 64 << 20, .force = 1};
+	FT_OK(ferrite_mkfs(scratch, &o));
+	FT_RUN(set_version(scratch, FR_FORMAT_NULL_FILES - 1, 0));
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(scratch, NULL, &fs));
+	struct ferrite_info in;
+	FT_OK(ferrite_get_info(fs, &in));
+	FT_EQ(in.format_version, FR_FORMAT_NULL_FILES - 1);
+	struct statvfs before, after;
+	FT_OK(ferrite_statvfs(fs, &before));
+	for (int round = 0; round < 2; round++) {
+		FT_OK(ft_write_file(fs, "/one", 7, 4096, 0));
+		FT_OK(ferrite_unlink(fs, "/one"));
+	}
+	FT_OK(ferrite_statvfs(fs, &after));
+	FT_OK(ferrite_get_info(fs, &in));
+	FT_CHECK(in.prealloc_bytes == 0, "a version-4 pool holds %llu pre-allocated bytes",
+		 (unsigned long long)in.prealloc_bytes);
+	FT_CHECK(after.f_bfree >= before.f_bfree - 4, "a deleted file kept its pages: %llu -> %llu",
+		 (unsigned long long)before.f_bfree, (unsigned long long)after.f_bfree);
+	FT_OK(ferrite_unmount(fs));
+	FT_EQ(ferrite_fsck(scratch, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	FT_OK(ferrite_mount(scratch, NULL, &fs));
+	FT_OK(ferrite_get_info(fs, &in));
+	FT_EQ(in.format_version, FR_FORMAT_NULL_FILES - 1);
+	FT_OK(ferrite_unmount(fs));
+	return 0;
+}
+
 /* ---- a pool in use ------------------------------------------------------------ */
 
 static int c_mount_busy(void)
@@ -911,6 +945,7 @@ static const struct ft_case cases[] = {
     {"mount_flipped_superblock", c_mount_flipped_superblock, 0},
     {"superblock_repair", c_superblock_repair, 0},
     {"mount_newer_version", c_mount_newer_version, 0},
+    {"mount_version4", c_mount_version4, FT_TIER_SKIP},
     {"mount_busy", c_mount_busy, 0},
     {"mkfs_refusals", c_mkfs_refusals, 0},
     {"mount_bad_args", c_mount_bad_args, 0},
