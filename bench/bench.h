@@ -157,7 +157,7 @@ struct bench_row {
 };
 
 #define MICRO_ROWS 6
-#define META_ROWS  7
+#define META_ROWS  8
 #define TIER_ROWS  3
 
 /* d) what the tiered pool's cache did during one timed run (counter deltas), and its

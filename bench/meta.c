@@ -5,7 +5,10 @@
  *   open       open(O_RDONLY) + close of an existing file;
  *   stat       stat of an existing file;
  *   rename     each file to a new name in the same directory;
- *   unlink     of the (empty, renamed) files; unlink+4K of the 4 KiB files.
+ *   unlink     of the (empty, renamed) files; unlink+4K of the 4 KiB files;
+ *   recreate   create+4K again of the names unlink+4K just removed: churn,
+ *              where a file system can reuse what it freed (Ferrite's null
+ *              files, src/fs/nullfile.c, up to a sixty-fourth of the pool).
  *
  * Why the comparison is fair: names are formatted before timing and are identical
  * for every backend ("meta/f00000042", resolved from the backend's root, one
@@ -31,7 +34,7 @@
 #define NAME_LEN  32
 #define DATA_SIZE 4096
 
-enum { T_CREATE, T_CREATE4K, T_OPEN, T_STAT, T_RENAME, T_UNLINK, T_UNLINK4K };
+enum { T_CREATE, T_CREATE4K, T_OPEN, T_STAT, T_RENAME, T_UNLINK, T_UNLINK4K, T_RECREATE4K };
 
 struct meta_ctx {
 	uint64_t n;
@@ -54,6 +57,7 @@ void meta_rows_init(struct bench_row rows[META_ROWS])
 	    [T_RENAME] = {"rename", "rename, same dir", NULL, 0},
 	    [T_UNLINK] = {"unlink", "unlink (empty)", ">=1.5x tmpfs", 1.5},
 	    [T_UNLINK4K] = {"unlink+4K", "unlink (4 KiB file)", NULL, 0},
+	    [T_RECREATE4K] = {"recreate", "create+4K, names unlinked", NULL, 0},
 	};
 
 	memset(rows, 0, sizeof(struct bench_row) * META_ROWS);
@@ -83,6 +87,7 @@ static int phase(struct bench_backend *b, const struct meta_ctx *x, int t, struc
 			r = fd < 0 ? fd : b->close(b->ctx, fd);
 			break;
 		case T_CREATE4K:
+		case T_RECREATE4K:
 			fd = b->open(b->ctx, x->name[i], O_CREAT | O_WRONLY, 0644);
 			if (fd < 0) {
 				r = fd;
@@ -106,7 +111,7 @@ static int phase(struct bench_backend *b, const struct meta_ctx *x, int t, struc
 		case T_UNLINK:
 			r = b->unlink(b->ctx, x->renamed[j]);
 			break;
-		default:
+		default: /* T_UNLINK4K */
 			r = b->unlink(b->ctx, x->name[j]);
 			break;
 		}
@@ -165,8 +170,8 @@ static int meta_ctx_init(struct meta_ctx *x, const struct bench_opts *o)
 void meta_run(struct bench_backend *bk[BK_COUNT], const struct bench_opts *o,
 	      struct bench_row rows[META_ROWS])
 {
-	static const int order[META_ROWS] = {T_CREATE, T_OPEN,	   T_STAT,    T_RENAME,
-					     T_UNLINK, T_CREATE4K, T_UNLINK4K};
+	static const int order[META_ROWS] = {T_CREATE, T_OPEN,	   T_STAT,     T_RENAME,
+					     T_UNLINK, T_CREATE4K, T_UNLINK4K, T_RECREATE4K};
 	struct meta_ctx x;
 
 	if (meta_ctx_init(&x, o) < 0) {
@@ -228,12 +233,17 @@ void meta_run(struct bench_backend *bk[BK_COUNT], const struct bench_opts *o,
 
 			if (!b || !(META_COLS & (1u << id)) || !(b->caps & BK_CAP_NAMESPACE))
 				continue;
-			if (broken[id])
+			if (broken[id]) {
 				meta_cleanup(b, &x);
-			else if (b->rmdir(b->ctx, META_DIR) < 0)
-				snprintf(rows[T_UNLINK4K].cell[id].cleanup_err,
-					 sizeof(rows[T_UNLINK4K].cell[id].cleanup_err),
-					 "rmdir " META_DIR " afterwards failed");
+			} else {
+				/* the files recreate made, untimed */
+				for (uint64_t i = 0; i < x.n; i++)
+					b->unlink(b->ctx, x.name[i]);
+				if (b->rmdir(b->ctx, META_DIR) < 0)
+					snprintf(rows[T_RECREATE4K].cell[id].cleanup_err,
+						 sizeof(rows[T_RECREATE4K].cell[id].cleanup_err),
+						 "rmdir " META_DIR " afterwards failed");
+			}
 			if (b->reclaim)
 				b->reclaim(b->ctx);
 		}
