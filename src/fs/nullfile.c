@@ -26,8 +26,10 @@
  *               -- with the page of every file still empty and unmapped --
  *               when a call fails for want of space, before it is tried
  *               again (ops.c);
- *             N3 a null file is a new object when taken: its generation
- *               moves on (inode.c I2), and so do its owner, mode and times.
+ *             N3 its generation moves on when a file becomes a null file and
+ *               again when a create takes it (inode.c I2), so no handle of
+ *               the deleted file reaches it; owner, mode and times are the
+ *               new file's.
  * Validation: the inode at the head of the list is taken only if it is a
  *   live inode that N1 describes; anything else is -EUCLEAN, "null file list
  *   damaged", and fsck reports it.
@@ -101,6 +103,9 @@ int null_recycle(ferrite_fs *fs, struct tx *tx, uint64_t ino)
 	uint64_t count = tx_get8(tx, &st->st_null_count);
 	if (count >= null_keep(fs))
 		return -ENOENT;
+	/* The deleted file's (inode, generation) names nothing from now on,
+	 * as if its entry had been freed (inode.c I2). */
+	tx_set8(tx, &ip->i_generation, tx_get8(tx, &ip->i_generation) + 1);
 	tx_set4(tx, &ip->i_mode, S_IFREG);
 	tx_set4(tx, &ip->i_nlink, 0);
 	tx_set8(tx, &ip->i_size, 0);
