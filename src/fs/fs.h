@@ -309,6 +309,9 @@ int dp_release_all(ferrite_fs *fs, struct log_ctx **lc, uint64_t ino);
 /* Acquire a log slot for a modifying operation. */
 struct log_ctx *op_begin(ferrite_fs *fs);
 int op_commit(ferrite_fs *fs, struct log_ctx *lc);
+/* Commits lc's transaction if rc is 0, else abandons it; returns rc or the
+ * commit's result. */
+int op_commit_or_abort(ferrite_fs *fs, struct log_ctx *lc, int rc);
 void op_end(ferrite_fs *fs, struct log_ctx *lc);
 
 /* vnodes (file.c) */

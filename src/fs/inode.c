@@ -169,6 +169,15 @@ int op_commit(ferrite_fs *fs, struct log_ctx *lc)
 	return log_commit(&fs->m, lc);
 }
 
+int op_commit_or_abort(ferrite_fs *fs, struct log_ctx *lc, int rc)
+{
+	if (rc) {
+		tx_abort(lc->tx);
+		return rc;
+	}
+	return op_commit(fs, lc);
+}
+
 void op_end(ferrite_fs *fs, struct log_ctx *lc)
 {
 	log_release(&fs->m, lc);

@@ -97,15 +97,6 @@ static int create_locked(ferrite_fs *fs, struct tx *tx, struct nameidata *nd, mo
 	return 0;
 }
 
-static int commit_or_abort(ferrite_fs *fs, struct log_ctx *lc, int rc)
-{
-	if (rc) {
-		tx_abort(lc->tx);
-		return rc;
-	}
-	return op_commit(fs, lc);
-}
-
 /* Creates the walk's last component under the parent lock the walk kept.
  * Device numbers live in the inline area, unused by anything but symlinks. */
 static int create_in(ferrite_fs *fs, struct nameidata *nd, mode_t mode, dev_t rdev, uint64_t *ino)
@@ -116,7 +107,7 @@ static int create_in(ferrite_fs *fs, struct nameidata *nd, mode_t mode, dev_t rd
 	int rc = create_locked(fs, lc->tx, nd, mode, ino);
 	if (!rc && (S_ISCHR(mode) || S_ISBLK(mode)))
 		tx_set8(lc->tx, ino_ptr(fs, *ino)->i_inline, (uint64_t)rdev);
-	rc = commit_or_abort(fs, lc, rc);
+	rc = op_commit_or_abort(fs, lc, rc);
 	op_end(fs, lc);
 	return rc;
 }
@@ -265,7 +256,7 @@ static int remove_common(ferrite_fs *fs, uint64_t at, const char *path, int is_r
 					}
 					if (!rc && tx_get4(tx, &cp->i_nlink) == 0)
 						rc = drop_inode(fs, tx, child, &later);
-					rc = commit_or_abort(fs, lc, rc);
+					rc = op_commit_or_abort(fs, lc, rc);
 					op_end(fs, lc);
 				}
 			}
@@ -334,7 +325,7 @@ int fs_link(ferrite_fs *fs, uint64_t oat, const char *oldpath, int follow, uint6
 				touch_ctime(tx, ip);
 				touch_dir(tx, dir);
 			}
-			rc = commit_or_abort(fs, lc, rc);
+			rc = op_commit_or_abort(fs, lc, rc);
 			op_end(fs, lc);
 		}
 	}
@@ -387,7 +378,7 @@ int fs_symlink(ferrite_fs *fs, const char *target, uint64_t at, const char *link
 		}
 		if (!rc)
 			tx_set8(tx, &ip->i_size, tlen);
-		rc = commit_or_abort(fs, lc, rc);
+		rc = op_commit_or_abort(fs, lc, rc);
 		op_end(fs, lc);
 	}
 	nd_unlock(fs, &nd);
@@ -611,7 +602,7 @@ int fs_rename(ferrite_fs *fs, uint64_t oat, const char *oldpath, uint64_t nat, c
 				} else {
 					rc = rename_tx(fs, lc->tx, &on, &nn, src, dst, flags,
 						       &later);
-					rc = commit_or_abort(fs, lc, rc);
+					rc = op_commit_or_abort(fs, lc, rc);
 					op_end(fs, lc);
 				}
 			}

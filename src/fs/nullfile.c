@@ -55,6 +55,16 @@ int null_enabled(const ferrite_fs *fs)
 	return fs->m.sb->sb_version >= FR_FORMAT_NULL_FILES;
 }
 
+/* Is the page at pool offset pg in the data area and in no free block, as
+ * tx sees it? A page a file names is checked so before it is handed on. */
+static int page_in_use(ferrite_fs *fs, struct tx *tx, uint64_t pg)
+{
+	struct space *sp = &fs->m.sp;
+	uint64_t page = pg >> FR_PAGE_SHIFT;
+	return page >= sp->data_page && page < sp->data_end_page &&
+	       bud_free_order(sp, tx, page) < 0;
+}
+
 /* Is inode ino, as tx sees it (committed if tx is NULL), what N1 says a
  * null file is? */
 static int null_sound(ferrite_fs *fs, struct tx *tx, uint64_t ino)
@@ -67,8 +77,7 @@ static int null_sound(ferrite_fs *fs, struct tx *tx, uint64_t ino)
 	uint64_t pg = level == 0 ? dp_phys(fs, tx, ip, 0) : 0;
 	return (rd4(tx, &ip->i_flags) & I_F_NULL) && rd4(tx, &ip->i_mode) == S_IFREG &&
 	       rd4(tx, &ip->i_nlink) == 0 && rd8(tx, &ip->i_size) == 0 && level == 0 &&
-	       rd8(tx, &ip->i_xattr) == 0 && pg &&
-	       (!tx || bud_page_in_use(tx, pg >> FR_PAGE_SHIFT));
+	       rd8(tx, &ip->i_xattr) == 0 && pg && (!tx || page_in_use(fs, tx, pg));
 }
 
 static int list_damaged(uint64_t ino)
@@ -98,7 +107,7 @@ int null_recycle(ferrite_fs *fs, struct tx *tx, uint64_t ino)
 	 * falls back to refuses it (buddy.c), where keeping it would hand it
 	 * out twice. */
 	uint64_t pg = dp_phys(fs, tx, ip, 0);
-	if (!pg || !bud_page_in_use(tx, pg >> FR_PAGE_SHIFT))
+	if (!pg || !page_in_use(fs, tx, pg))
 		return -ENOENT;
 	uint64_t count = tx_get8(tx, &st->st_null_count);
 	if (count >= null_keep(fs))
@@ -175,7 +184,7 @@ static uint64_t release_list(ferrite_fs *fs)
 			tx_set8(tx, &st->st_null_head, head);
 			tx_set8(tx, &st->st_null_count, count > n ? count - n : 0);
 		}
-		rc = rc ? (tx_abort(tx), rc) : op_commit(fs, lc);
+		rc = op_commit_or_abort(fs, lc, rc);
 		op_end(fs, lc);
 		if (rc)
 			break;
@@ -218,13 +227,12 @@ static uint64_t strip_empty(ferrite_fs *fs)
 		pthread_rwlock_t *lk = ino_lock(fs, ino);
 		pthread_rwlock_wrlock(lk);
 		struct fr_inode *ip = ino_ptr(fs, ino);
-		if (ino_valid(fs, ino) && is_empty_holder(ip) && !ino_get_checked(fs, ino) &&
-		    !vn_mapped(fs, ino)) {
+		if (!ino_get_checked(fs, ino) && is_empty_holder(ip) && !vn_mapped(fs, ino)) {
 			uint64_t pages = ip->i_blocks;
 			struct log_ctx *lc = op_begin(fs);
 			int rc = lc ? dp_release_tx(fs, lc->tx, ip) : -ENOMEM;
 			if (lc) {
-				rc = rc ? (tx_abort(lc->tx), rc) : op_commit(fs, lc);
+				rc = op_commit_or_abort(fs, lc, rc);
 				op_end(fs, lc);
 			}
 			got += rc ? 0 : pages;

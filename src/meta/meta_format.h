@@ -21,7 +21,7 @@
  * 4: metadata pool blocks are a page or a few (mph_block_order) instead of
  * 2 MiB units, so any free page serves metadata; formats 1-3 keep 2 MiB
  * blocks.
- * 5: null files (SCMFS): ready inodes, each with a zeroed page, on a list
+ * 5: null files (SCMFS): ready inodes, each with one backed page, on a list
  * in the state page (st_null_head), which a version-4 reader would take
  * for unreachable inodes; version-4 pools are mounted and get none. */
 #define FR_FORMAT_VERSION      5

@@ -102,12 +102,14 @@ static void rec_add(const posix_spawn_file_actions_t *fa, struct fa_act a)
 			r->cap = cap;
 		}
 	}
-	if (a.path && !(a.path = strdup(a.path)) && r)
+	if (r && a.path && !(a.path = strdup(a.path)))
 		r->broken = 1;
 	if (r && r->n < r->cap && !r->broken)
 		r->acts[r->n++] = a;
-	else if (r)
-		r->broken = 1, free(a.path);
+	else if (r) {
+		r->broken = 1;
+		free(a.path);
+	}
 	pthread_mutex_unlock(&rec_lock);
 }
 

@@ -223,18 +223,6 @@ static int release_ok(struct tx *tx, uint64_t page, int order)
 	return 0;
 }
 
-int bud_page_in_use(struct tx *tx, uint64_t page)
-{
-	struct space *sp = tx->sp;
-	if (page < sp->data_page || page >= sp->data_end_page)
-		return 0;
-	uint64_t rel = page - sp->data_page;
-	for (int j = 0; j < BUD_ORDERS; j++)
-		if (test_bit(tx, j, (rel & ~((1ULL << j) - 1)) >> j))
-			return 0;
-	return 1;
-}
-
 void bud_free(struct tx *tx, uint64_t page, int order)
 {
 	tx_lock_alloc(tx);

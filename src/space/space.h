@@ -326,9 +326,6 @@ void bud_free(struct tx *tx, uint64_t page, int order);
  * reachable (e.g. the unused part of a fresh unit). */
 void bud_release_unused(struct tx *tx, uint64_t page, int order);
 /* Order of the free block containing page, or -1 if page is allocated. */
-/* Is page in the data area and in no free block, as tx sees it? (A page a
- * file or a list names is checked so before it is handed on.) */
-int bud_page_in_use(struct tx *tx, uint64_t page);
 int bud_free_order(struct space *sp, struct tx *tx, uint64_t page);
 uint64_t bud_free_pages(struct space *sp);
 int bud_check(struct space *sp, void (*report)(void *, const char *), void *arg);
