@@ -288,13 +288,22 @@ CASE(bucket_duplicate_hash, "/l", "f7", X_READDIR)
 }
 CASE(bucket_split_damaged, "/l", "f7", X_READDIR | X_INSERT)
 {
-	/* the bucket claims every slot: the split copies stale slots */
+	/* the bucket claims every slot: the split copies stale slots. Their
+	 * hash must lie outside the bucket's range whatever prefix the pool's
+	 * random hash seed gave it: 1 belongs to the bucket of prefix 0. */
 	struct fr_bucket *b = bucket_of("f7");
+	for (int i = 0; i < NLARGE && b->db_count == DB_SLOTS; i++) {
+		char n[16];
+		sprintf(n, "f%d", i);
+		if (i % 10 != 3)
+			b = bucket_of(n);
+	}
+	uint64_t outside = b->db_prefix ? 1 : (1ULL << 62) | 1;
 	b->db_used = cap_mask(DB_SLOTS);
 	b->db_count = DB_SLOTS;
 	for (int i = 0; i < DB_SLOTS; i++)
 		if (!b->db_ent[i].d_ino)
-			b->db_ent[i].d_hash = 1; /* outside the bucket's range */
+			b->db_ent[i].d_hash = outside;
 }
 
 /* ---- the index header and array ---------------------------------------------- */
