@@ -39,6 +39,31 @@ void pmfs_call_leave(ferrite_fs *fs)
 		meta_turn_leave(&fs->m);
 }
 
+int pmfs_shared_enter(ferrite_fs *fs)
+{
+	/* a nested call, or quiet work waiting for this process (an eviction
+	 * or a compaction): under the turn, as every call was before H9 */
+	if (!fs || vs_read_only ||
+	    __atomic_load_n(&fs->m.sp.evict, __ATOMIC_SEQ_CST) != VS_EVICT_NONE ||
+	    !meta_shared_enter(&fs->m))
+		return 0;
+	vs_read_only = 1;
+	vs_call_enter(&fs->m.sp);
+	return 1;
+}
+
+void pmfs_shared_leave(ferrite_fs *fs)
+{
+	vs_call_leave();
+	vs_read_only = 0;
+	meta_shared_leave(&fs->m);
+}
+
+int pmfs_in_shared(void)
+{
+	return vs_read_only;
+}
+
 int pmfs_get_tier_info(ferrite_fs *fs, struct ferrite_tier_info *info)
 {
 	CHECK_FS(fs);

@@ -482,7 +482,9 @@ static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 		return rc;
 	}
 	ssize_t done = 0;
-	if ((of->f.flags & O_ACCMODE) == O_WRONLY || (of->f.flags & O_PATH)) {
+	if (off < 0 && of->f.sd && pmfs_in_shared()) {
+		done = FS_NEED_TURN; /* the offset is shared with other processes */
+	} else if ((of->f.flags & O_ACCMODE) == O_WRONLY || (of->f.flags & O_PATH)) {
 		done = -EBADF;
 	} else if (S_ISDIR(ino_ptr(fs, of->vn->ino)->i_mode)) {
 		done = -EISDIR;
@@ -550,6 +552,8 @@ static ssize_t do_write(ferrite_fs *fs, int fd, const struct iovec *iov, int iov
 
 ssize_t pmfs_rw(ferrite_fs *fs, int fd, const struct iovec *iov, int iovcnt, int64_t off, int write)
 {
+	if (write && pmfs_in_shared())
+		return FS_NEED_TURN; /* before anything: it has changed nothing */
 	API_BEGIN();
 	if (off < -1)
 		return finish_ss(-EINVAL);
@@ -607,6 +611,10 @@ off_t pmfs_lseek(ferrite_fs *fs, int fd, off_t offset, int whence)
 	if (of->f.flags & O_PATH) {
 		of_put(fs, of);
 		return finish_ss(-EBADF);
+	}
+	if (of->f.sd && pmfs_in_shared()) {
+		of_put(fs, of); /* the offset is shared with other processes */
+		return FS_NEED_TURN;
 	}
 	pthread_mutex_lock(&of->f.pos_lock);
 	int64_t base, res;

@@ -24,14 +24,48 @@
 		pm_call_rc_;                                                                       \
 	})
 
+/* A call that only reads the pool runs without the turn where it can
+ * (space/share.c H9), and under it when it cannot or when it finds it must
+ * change something after all (FS_NEED_TURN: it has changed nothing yet). */
+#define PM_SHARED_CALL(fs, call)                                                                   \
+	({                                                                                         \
+		ferrite_fs *pm_shared_fs_ = (fs);                                                  \
+		__typeof__(call) pm_shared_rc_ = FS_NEED_TURN;                                     \
+		if (pmfs_shared_enter(pm_shared_fs_)) {                                            \
+			pm_shared_rc_ = (call);                                                    \
+			pmfs_shared_leave(pm_shared_fs_);                                          \
+		}                                                                                  \
+		if ((long long)pm_shared_rc_ == FS_NEED_TURN)                                      \
+			pm_shared_rc_ = PM_CALL(pm_shared_fs_, call);                              \
+		pm_shared_rc_;                                                                     \
+	})
+
 static inline ferrite_fs *dir_fs(ferrite_dir *dir)
 {
 	return dir ? *(ferrite_fs **)dir : NULL;
 }
 
+/* The calls that may run shared: PM_SHARED_name is defined for each, and
+ * PM_IS_SHARED(name) is 1 for them, 0 for every other (the preprocessor's
+ * "probe": only a defined name expands to two arguments). rw writes return
+ * FS_NEED_TURN at once; lseek and read do when the description is shared
+ * with another process (its offset lives in the coordination file). */
+#define PM_SHARED_rw	     PM_PROBE
+#define PM_SHARED_lseek	     PM_PROBE
+#define PM_SHARED_fstat	     PM_PROBE
+#define PM_SHARED_fstatat    PM_PROBE
+#define PM_SHARED_faccessat  PM_PROBE
+#define PM_SHARED_readlinkat PM_PROBE
+#define PM_PROBE	     ~, 1
+#define PM_SECOND(a, b, ...) b
+#define PM_IS_PROBE(...)     PM_SECOND(__VA_ARGS__, 0, 0)
+#define PM_IS_SHARED(name)   PM_IS_PROBE(PM_SHARED_##name)
+
 #define PM_FS_CALL(ret, name, params, args)                                                        \
 	static ret pm_##name params                                                                \
 	{                                                                                          \
+		if (PM_IS_SHARED(name))                                                            \
+			return PM_SHARED_CALL(fs, pmfs_##name args);                               \
 		return PM_CALL(fs, pmfs_##name args);                                              \
 	}
 #define PM_DIR_CALL(ret, name, params, args)                                                       \

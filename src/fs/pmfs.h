@@ -14,6 +14,16 @@
  * (space/vspace.c V3). Calls may nest. */
 void pmfs_call_enter(ferrite_fs *fs);
 void pmfs_call_leave(ferrite_fs *fs);
+/* A call that only reads (ops.c PM_SHARED_CALL): 1 if it entered without
+ * the pool's turn (space/share.c H9; leave with pmfs_shared_leave), 0 if
+ * the caller must use pmfs_call_enter. Inside, a call that finds it must
+ * change something after all returns FS_NEED_TURN, and runs again under
+ * the turn. */
+int pmfs_shared_enter(ferrite_fs *fs);
+void pmfs_shared_leave(ferrite_fs *fs);
+#define FS_NEED_TURN (-4096)
+/* Whether the calling thread is inside a shared call. */
+int pmfs_in_shared(void);
 /* After a call failed with -ENOSPC: gives back every window's reserved,
  * unwritten pages (SCMFS garbage collection), each round in a transaction of
  * its own; 1 if it gave any back (the call is worth trying again). */

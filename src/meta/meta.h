@@ -71,6 +71,11 @@ int meta_open(struct meta *m, const char *path, int flags);
  * died inside a call left. Returns share_enter's SHARE_* bits. */
 int meta_turn_enter(struct meta *m);
 void meta_turn_leave(struct meta *m);
+/* A call that only reads the pool, without the turn where it can (share.c
+ * H9): 1 if it entered so (leave with meta_shared_leave), 0 if the caller
+ * must use meta_turn_enter. */
+int meta_shared_enter(struct meta *m);
+void meta_shared_leave(struct meta *m);
 void meta_close(struct meta *m);
 /* Superblock validation with a one-line reason (mount and fsck). */
 int meta_super_check(const struct fr_super *sb, uint64_t file_size, const char **why);

@@ -394,6 +394,16 @@ void meta_turn_leave(struct meta *m)
 	share_leave(m->pool.share);
 }
 
+int meta_shared_enter(struct meta *m)
+{
+	return share_enter_shared(m->pool.share);
+}
+
+void meta_shared_leave(struct meta *m)
+{
+	share_leave_shared(m->pool.share);
+}
+
 void meta_close(struct meta *m)
 {
 	log_fini(m);

@@ -41,7 +41,7 @@
  *               flock on the coordination file itself; an attacher that
  *               finds its file removed meanwhile opens the name again;
  *             H6 a slot is a process's (pid, start time), free, or
- *               reserved by a forking parent for its child (forkling), which
+ *               reserved by a share_forking parent for its child (forkling), which
  *               the child takes over inside fork; what the child inherits is
  *               marked as held by that slot before the fork, so nothing it
  *               holds can go before it runs. A new image after exec takes
@@ -61,6 +61,23 @@
  *               back, and takes the turn if it does not; if it does (a burst
  *               of calls), it waits for the quantum's end uncounted, so the
  *               burst's calls cost no wake-ups.
+ *             H9 a shared call (one that only reads the pool: stat, lseek,
+ *               read) runs without the turn, in any number of processes at
+ *               once, but never beside an exclusive call of any process: a
+ *               shared call counts itself in its slot's reading[] and then
+ *               finds no call inside the turn; an exclusive call counts
+ *               itself in the turn and then waits until every reading[] is
+ *               0. Both orders are a store then a load with a full barrier
+ *               between (Dekker), so one of the two always sees the other;
+ *               the shared call is the one that steps back (to the turn),
+ *               so exclusive calls are never starved. A shared call sees
+ *               only committed state, as a call under the turn does. It
+ *               runs only in a process whose windows are up to date (wseen
+ *               == wseq, H2), that holds a slot and is not share_forking; it
+ *               never changes the pool, the coordination file's tables or a
+ *               description shared with other processes. A process killed
+ *               inside one leaves its count, which a waiting exclusive call
+ *               clears once the slot's process is gone.
  * Validation: the coordination file is untrusted: it must be a regular
  *   file of ours or of the pool's owner, no more writable than the pool,
  *   name the pool's device and inode, and have the expected size; a turn
@@ -75,6 +92,7 @@
 #include <limits.h>
 #include <linux/futex.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,13 +110,13 @@ static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct pool_share *reg;
 static pthread_once_t fork_once = PTHREAD_ONCE_INIT;
 
-static long futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
+long share_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 {
 	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
 }
 
 /* Start time of pid in clock ticks, 0 if it is gone or a zombie. */
-static uint64_t proc_start(uint32_t pid)
+uint64_t share_proc_start(uint32_t pid)
 {
 	char path[64], buf[512];
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
@@ -132,10 +150,9 @@ static uint64_t proc_start(uint32_t pid)
  * forks then takes the turn itself, reserves a slot for the child and lets
  * the fork hook make the child hold what it inherits (vnodes, descriptions:
  * share_desc.c), so that nothing the child holds can go before it runs. */
-static int forking;
-static __thread int fork_thread; /* this thread prepares a fork: it may enter */
+int share_forking;
+__thread int share_fork_thread; /* this thread prepares a fork: it may enter */
 
-static int turn_take(struct pool_share *s, int why);
 static int slot_reserve(struct pool_share *s);
 static void take_reserved(struct pool_share *s, uint32_t me);
 
@@ -144,9 +161,9 @@ static void fork_reserve(struct pool_share *s)
 	s->child_slot = -1;
 	if (s->slot < 0 || !s->fork_hook)
 		return; /* it holds nothing yet: neither does the child */
-	fork_thread = 1;
-	int why = turn_take(s, 0);
-	fork_thread = 0;
+	share_fork_thread = 1;
+	int why = share_turn_take(s, 0);
+	share_fork_thread = 0;
 	/* for the next call of parent and child alike: both map what the
 	 * parent mapped */
 	__atomic_or_fetch(&s->pending_why, why, __ATOMIC_SEQ_CST);
@@ -160,7 +177,7 @@ static void fork_reserve(struct pool_share *s)
 
 static void before_fork(void)
 {
-	__atomic_store_n(&forking, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&share_forking, 1, __ATOMIC_SEQ_CST);
 	pthread_mutex_lock(&reg_lock);
 	for (struct pool_share *s = reg; s; s = s->next) {
 		for (;;) {
@@ -178,12 +195,12 @@ static void after_fork_parent(void)
 	for (struct pool_share *s = reg; s; s = s->next)
 		s->child_slot = -1; /* a fork that failed leaves it to expire */
 	pthread_mutex_unlock(&reg_lock);
-	__atomic_store_n(&forking, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&share_forking, 0, __ATOMIC_SEQ_CST);
 }
 
 static void after_fork_child(void)
 {
-	__atomic_store_n(&forking, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&share_forking, 0, __ATOMIC_SEQ_CST);
 	uint32_t me = (uint32_t)getpid();
 	for (struct pool_share *s = reg; s; s = s->next) {
 		pthread_mutex_init(&s->tab_lock, NULL);
@@ -388,7 +405,7 @@ int share_attach(struct pool *p, const struct stat *pst)
 		free(s);
 		return rc;
 	}
-	s->start = proc_start(s->pid);
+	s->start = share_proc_start(s->pid);
 	s->wseen = __atomic_load_n(&s->f->wseq, __ATOMIC_ACQUIRE); /* it has no window yet */
 	/* The turn in our own pid is our image before an exec's: idle, it is
 	 * free; with calls inside, those died with the exec, and the turn is
@@ -421,7 +438,7 @@ void share_detach(struct pool *p)
 		}
 	pthread_mutex_unlock(&reg_lock);
 	if (s->slot >= 0) { /* our slot back, under the turn */
-		turn_take(s, 0);
+		share_turn_take(s, 0);
 		pthread_mutex_lock(&s->tab_lock);
 		slot_reap(s->f, s->slot);
 		pthread_mutex_unlock(&s->tab_lock);
@@ -456,207 +473,6 @@ void share_remove_stale(const struct stat *pst)
 	    !stat(name, &at) && at.st_ino == st.st_ino && at.st_dev == st.st_dev)
 		unlink(name);
 	close(fd);
-}
-
-/* ---- the turn (H1-H3) -------------------------------------------------------------- */
-
-static int holder_gone(struct share_file *f, uint32_t pid)
-{
-	uint64_t start = proc_start(pid);
-	if (!start)
-		return 1;
-	/* holder_start is the holder's only when holder_pid says so */
-	uint32_t hp = __atomic_load_n(&f->holder_pid, __ATOMIC_ACQUIRE);
-	uint64_t hs = __atomic_load_n(&f->holder_start, __ATOMIC_ACQUIRE);
-	return hp == pid && hs && hs != start;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-/* H8: how long a process keeps the turn while others wait -- long enough
- * that handing it over (a wake-up and a context switch, some microseconds)
- * costs little next to the calls it runs, short enough that a waiting call
- * is not held up for long. */
-#define TURN_QUANTUM_NS 1000000
-#define TURN_GRACE_NS	5000 /* a holder's gap between two calls of a burst */
-
-static int take(struct pool_share *s, uint32_t *v, uint32_t calls)
-{
-	uint32_t nv = s->pid << TURN_SHIFT | calls;
-	if (!__atomic_compare_exchange_n(&s->f->turn, v, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
-		return 0;
-	__atomic_store_n(&s->f->holder_pid, 0, __ATOMIC_RELEASE);
-	__atomic_store_n(&s->f->holder_since, now_ns(), __ATOMIC_RELEASE);
-	__atomic_store_n(&s->f->holder_start, s->start, __ATOMIC_RELEASE);
-	__atomic_store_n(&s->f->holder_pid, s->pid, __ATOMIC_RELEASE);
-	return 1;
-}
-
-/* After counting itself in: if a fork is being prepared, steps out again
- * and waits for it (returns 1: try again). */
-static int fork_wait(struct pool_share *s)
-{
-	if (fork_thread || !__atomic_load_n(&forking, __ATOMIC_SEQ_CST))
-		return 0;
-	share_leave(s);
-	while (__atomic_load_n(&forking, __ATOMIC_SEQ_CST))
-		sched_yield();
-	return 1;
-}
-
-/* H7: a thread about to wait for the turn is seen only once it has an
- * entry; with every entry taken it waits unseen, woken by its timeout. */
-static int waiter_in(struct pool_share *s, uint64_t me)
-{
-	for (int i = 0; i < SHARE_WAITERS; i++) {
-		uint64_t none = 0;
-		if (!__atomic_load_n(&s->f->waiting[i], __ATOMIC_RELAXED) &&
-		    __atomic_compare_exchange_n(&s->f->waiting[i], &none, me, 0, __ATOMIC_SEQ_CST,
-						__ATOMIC_SEQ_CST)) {
-			__atomic_add_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
-			return i;
-		}
-	}
-	return -1;
-}
-
-static void waiter_out(struct pool_share *s, int i, uint64_t me)
-{
-	if (i >= 0 && __atomic_compare_exchange_n(&s->f->waiting[i], &me, 0, 0, __ATOMIC_SEQ_CST,
-						  __ATOMIC_SEQ_CST))
-		__atomic_sub_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
-}
-
-/* Gives back the entries of waiters whose process is gone. */
-static void waiters_prune(struct pool_share *s)
-{
-	for (int i = 0; i < SHARE_WAITERS; i++) {
-		uint64_t e = __atomic_load_n(&s->f->waiting[i], __ATOMIC_SEQ_CST);
-		if (e && (uint32_t)proc_start((uint32_t)(e >> 32)) != (uint32_t)e &&
-		    __atomic_compare_exchange_n(&s->f->waiting[i], &e, 0, 0, __ATOMIC_SEQ_CST,
-						__ATOMIC_SEQ_CST))
-			__atomic_sub_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
-	}
-}
-
-/* Whether a thread of another process waits for the turn: the holder's
- * own threads never make it step aside (they would pass it to each other,
- * a call at a time, for good). */
-static int other_waits(struct pool_share *s)
-{
-	for (int i = 0; i < SHARE_WAITERS; i++) {
-		uint64_t e = __atomic_load_n(&s->f->waiting[i], __ATOMIC_RELAXED);
-		if (e && (uint32_t)(e >> 32) != s->pid)
-			return 1;
-	}
-	return 0;
-}
-
-/* What is left of the holder's quantum (H8), in ns. */
-static uint64_t quantum_left(struct share_file *f)
-{
-	uint64_t since = __atomic_load_n(&f->holder_since, __ATOMIC_ACQUIRE), now = now_ns();
-	return now - since < TURN_QUANTUM_NS ? TURN_QUANTUM_NS - (now - since) : 0;
-}
-
-static int turn_take(struct pool_share *s, int why)
-{
-	struct share_file *f = s->f;
-	s->prev = 0;
-	int spun = 0, burst = 0;
-	for (int round = 0;; round++) {
-		uint32_t v = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST);
-		if (TURN_PID(v) == s->pid) {
-			/* ours: join the calls inside, or resume an idle turn --
-			 * after a short pause if another process asked for it */
-			if (TURN_CALLS(v) == TURN_INSIDE) {
-				sched_yield();
-				continue;
-			}
-			if (TURN_CALLS(v) == 0 && round == 0 &&
-			    __atomic_load_n(&f->waiters, __ATOMIC_SEQ_CST) &&
-			    quantum_left(f) == 0 && other_waits(s)) {
-				/* its quantum is over (H8): step aside, counted as
-				 * a waiter so that the taker's leave wakes it */
-				uint64_t me = (uint64_t)s->pid << 32 | (uint32_t)s->start;
-				futex(&f->turn, FUTEX_WAKE, INT_MAX, NULL);
-				int seen = waiter_in(s, me);
-				futex(&f->turn, FUTEX_WAIT, v,
-				      &(struct timespec){0, 1000000}); /* 1 ms */
-				waiter_out(s, seen, me);
-				if (__atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) == v)
-					waiters_prune(s); /* no one came: are they alive? */
-				continue;
-			}
-			if (__atomic_compare_exchange_n(&f->turn, &v, v + 1, 0, __ATOMIC_SEQ_CST,
-							__ATOMIC_SEQ_CST)) {
-				if (!fork_wait(s))
-					return why;
-			}
-			continue;
-		}
-		if (TURN_CALLS(v) == 0) { /* free or idle: take it over (H2) */
-			if (v && !spun && quantum_left(f)) {
-				/* inside its quantum (H8): a holder running calls
-				 * back to back is in again within microseconds; one
-				 * that is not has gone quiet, and loses the turn */
-				spun = 1;
-				uint64_t until = now_ns() + TURN_GRACE_NS;
-				while (__atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) == v &&
-				       now_ns() < until)
-					__builtin_ia32_pause();
-				burst = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) != v;
-				continue;
-			}
-			if (take(s, &v, 1)) {
-				s->prev = TURN_PID(v);
-				why |=
-				    (v ? SHARE_OTHER : 0) | (why & SHARE_FORKED ? SHARE_OTHER : 0);
-				if (!fork_wait(s))
-					return why;
-			}
-			continue;
-		}
-		uint64_t left = burst ? quantum_left(f) : 0;
-		if (left) {
-			/* a burst of calls: wait for its quantum's end, uncounted,
-			 * so that its calls make no wake-ups */
-			burst = 0;
-			futex(&f->turn, FUTEX_WAIT, v, &(struct timespec){0, (long)left});
-			continue;
-		}
-		spun = 0;
-		/* busy: wait for its last call to end; check now and then that
-		 * the holder still lives (H3) -- also when a signal ends the
-		 * wait, or a program whose timer fires more often than the wait
-		 * times out would never take over from a holder that died */
-		uint64_t me = (uint64_t)s->pid << 32 | (uint32_t)s->start;
-		int seen = waiter_in(s, me);
-		long r = futex(&f->turn, FUTEX_WAIT, v, &(struct timespec){0, 50000000});
-		int woken_by = r == -1 ? errno : 0;
-		waiter_out(s, seen, me);
-		if ((woken_by == ETIMEDOUT || woken_by == EINTR) && holder_gone(f, TURN_PID(v)) &&
-		    take(s, &v, 1)) {
-			s->prev = TURN_PID(v);
-			why |= SHARE_OTHER | SHARE_DEAD;
-			if (!fork_wait(s))
-				return why;
-		}
-	}
-}
-
-void share_leave(struct pool_share *s)
-{
-	if (!s)
-		return;
-	uint32_t v = __atomic_sub_fetch(&s->f->turn, 1, __ATOMIC_SEQ_CST);
-	if (TURN_CALLS(v) == 0 && __atomic_load_n(&s->f->waiters, __ATOMIC_SEQ_CST))
-		futex(&s->f->turn, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 /* ---- process slots and per-inode holders (H4) ----------------------------------------- */
@@ -742,6 +558,7 @@ static void slot_reap(struct share_file *f, int k)
 	slot_drop_inodes(f, k);
 	desc_reap_slot(f, k);
 	f->procs[k].start = 0;
+	__atomic_store_n(&f->reading[k], 0, __ATOMIC_SEQ_CST); /* it is gone (H9) */
 	__atomic_store_n(&f->procs[k].pid, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&f->procs[k].forkling, 0, __ATOMIC_RELEASE);
 	lk_release_slot((struct lk_table *)((char *)f + locks_off()), k);
@@ -756,7 +573,7 @@ static int reserved(struct share_file *f, int k)
 	uint32_t who = __atomic_load_n(&f->procs[k].forkling, __ATOMIC_ACQUIRE);
 	if (!who)
 		return 0;
-	return who == FORKLING_TAKING || now_ns() - f->procs[k].reserved_at < 10000000000u;
+	return who == FORKLING_TAKING || share_now_ns() - f->procs[k].reserved_at < 10000000000u;
 }
 
 int slot_reap_if_gone(struct pool_share *s, int k)
@@ -765,7 +582,7 @@ int slot_reap_if_gone(struct pool_share *s, int k)
 	if (k == s->slot || reserved(f, k))
 		return 0;
 	uint32_t pid = __atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE);
-	if (pid && proc_start(pid) == f->procs[k].start)
+	if (pid && share_proc_start(pid) == f->procs[k].start)
 		return 0;
 	slot_reap(f, k);
 	__atomic_or_fetch(&s->pending_why, SHARE_REAPED, __ATOMIC_SEQ_CST);
@@ -778,11 +595,21 @@ int share_reap_slot(struct pool_share *s, int32_t slot)
 		return 0;
 	pthread_mutex_lock(&s->tab_lock);
 	uint32_t pid = s->f->procs[slot].pid;
-	int reaped = pid && proc_start(pid) != s->f->procs[slot].start;
+	int reaped = pid && share_proc_start(pid) != s->f->procs[slot].start;
 	if (reaped)
 		slot_reap(s->f, slot);
 	pthread_mutex_unlock(&s->tab_lock);
 	return reaped ? SHARE_REAPED : 0;
+}
+
+/* Slot k is in use: readers_drain looks at it from now on. */
+static void slots_used(struct share_file *f, int k)
+{
+	uint32_t n = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
+	while (k >= 0 && (uint32_t)k >= n &&
+	       !__atomic_compare_exchange_n(&f->nslots, &n, (uint32_t)k + 1, 0, __ATOMIC_SEQ_CST,
+					    __ATOMIC_SEQ_CST))
+		;
 }
 
 /* Under the turn, at a process's first call: a slot of its own. Slots of
@@ -803,7 +630,7 @@ static int slot_claim(struct pool_share *s)
 				mine = k;
 			continue;
 		}
-		uint64_t start = pid ? proc_start(pid) : 0;
+		uint64_t start = pid ? share_proc_start(pid) : 0;
 		if (pid == s->pid && start == f->procs[k].start && image < 0) {
 			/* our image before exec: its descriptions may be passed
 			 * on (share_desc_adopt) and its record locks stay, as
@@ -811,6 +638,8 @@ static int slot_claim(struct pool_share *s)
 			if (f->procs[k].held)
 				why |= SHARE_REAPED;
 			slot_drop_inodes(f, k);
+			/* exec ended its shared calls with its threads */
+			__atomic_store_n(&f->reading[k], 0, __ATOMIC_SEQ_CST);
 			image = k;
 		} else if (!start || start != f->procs[k].start || pid == s->pid) {
 			slot_reap(f, k);
@@ -827,6 +656,7 @@ static int slot_claim(struct pool_share *s)
 		__atomic_store_n(&f->procs[mine].pid, s->pid, __ATOMIC_RELEASE);
 	}
 	s->slot = mine;
+	slots_used(f, mine);
 	return why;
 }
 
@@ -846,7 +676,7 @@ static int slot_reserve(struct pool_share *s)
 			continue;
 		uint32_t pid = __atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE);
 		if (pid) {
-			uint64_t start = proc_start(pid);
+			uint64_t start = share_proc_start(pid);
 			if (start && start == f->procs[k].start)
 				continue;
 		}
@@ -857,8 +687,9 @@ static int slot_reserve(struct pool_share *s)
 		f->procs[k].held = 0;
 		f->procs[k].descs = 0;
 		f->procs[k].start = 0;
-		f->procs[k].reserved_at = now_ns();
+		f->procs[k].reserved_at = share_now_ns();
 		__atomic_store_n(&f->procs[k].forkling, s->pid, __ATOMIC_RELEASE);
+		slots_used(f, k);
 		return k;
 	}
 	return -1;
@@ -872,7 +703,7 @@ static void take_reserved(struct pool_share *s, uint32_t me)
 	uint32_t parent = s->pid;
 	s->child_slot = -1;
 	s->pid = me;
-	s->start = proc_start(me);
+	s->start = share_proc_start(me);
 	/* still ours? (a reservation that expired may have been given back) */
 	if (k >= 0 && !__atomic_compare_exchange_n(&f->procs[k].forkling, &parent, FORKLING_TAKING,
 						   0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
@@ -915,15 +746,35 @@ void share_ino_hold(struct pool_share *s, int slot, uint64_t ino, int kind)
 	pthread_mutex_unlock(&s->tab_lock);
 }
 
-/* Gives back the slots of pid if it is gone (H4). */
+/* Whether pid may still run: kill(pid, 0) costs a fraction of reading
+ * /proc/pid/stat, and says "gone" only when it is. It cannot tell a zombie
+ * or a reused pid from a live holder; every REAP_FULL_EVERY-th check reads
+ * the start time (proc_start), so those are reaped a little later. */
+#define REAP_FULL_EVERY 64
+static int maybe_alive(uint32_t pid)
+{
+	static __thread unsigned checks;
+	if (++checks % REAP_FULL_EVERY == 0)
+		return 0;
+	return kill((pid_t)pid, 0) == 0 || errno == EPERM;
+}
+
+/* Gives back the slots of pid if it is gone (H4). Runs each time the turn
+ * comes from another process, so the common case -- the last holder lives
+ * -- must not read /proc. */
 static int reap_if_gone(struct share_file *f, uint32_t pid)
 {
-	int why = 0;
-	for (int k = 0; k < SHARE_PROCS; k++)
-		if (f->procs[k].pid == pid && proc_start(pid) != f->procs[k].start) {
+	int why = 0, alive = -1;
+	for (int k = 0; k < SHARE_PROCS; k++) {
+		if (f->procs[k].pid != pid)
+			continue;
+		if (alive < 0)
+			alive = maybe_alive(pid);
+		if (!alive && share_proc_start(pid) != f->procs[k].start) {
 			slot_reap(f, k);
 			why = SHARE_REAPED;
 		}
+	}
 	return why;
 }
 
@@ -934,10 +785,10 @@ int share_enter(struct pool_share *s)
 	int why = 0;
 	if (s->forked) {
 		s->forked = 0;
-		s->start = proc_start(s->pid);
+		s->start = share_proc_start(s->pid);
 		why |= SHARE_FORKED;
 	}
-	why = turn_take(s, why);
+	why = share_turn_take(s, why);
 	/* every call passes here: a plain load first, the exchange only after
 	 * a fork or a reap left something to do */
 	if (__atomic_load_n(&s->pending_why, __ATOMIC_ACQUIRE))
@@ -1002,10 +853,14 @@ int share_ino_count(struct pool_share *s, uint64_t ino, int kind)
 void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n)
 {
 	struct share_file *f = s->f;
-	uint64_t q = f->wseq;
+	/* read back only by a process taking the turn from this one, once
+	 * no call of this one is inside: every entry is written by then */
+	uint64_t q = __atomic_fetch_add(&f->wseq, 1, __ATOMIC_SEQ_CST);
 	f->wring[q % SHARE_WRING].w = w;
 	f->wring[q % SHARE_WRING].n = n;
-	__atomic_store_n(&f->wseq, q + 1, __ATOMIC_RELEASE);
+	/* this process's own windows follow the change already (vspace.c's
+	 * hooks): it stays up to date, so its shared calls stay possible */
+	__atomic_compare_exchange_n(&s->wseen, &q, q + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
 
 int share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t w, uint64_t n),
@@ -1013,8 +868,7 @@ int share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t
 {
 	struct share_file *f = s->f;
 	uint64_t now = __atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE);
-	uint64_t from = s->wseen;
-	s->wseen = now;
+	uint64_t from = __atomic_exchange_n(&s->wseen, now, __ATOMIC_SEQ_CST);
 	if (now - from > SHARE_WRING || now < from)
 		return -1;
 	for (uint64_t q = from; q < now; q++)

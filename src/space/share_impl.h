@@ -14,7 +14,7 @@
 #include "space/space.h"
 
 #define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
-#define SHARE_VERSION 7
+#define SHARE_VERSION 8
 #define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
 #define SHARE_WRING   4096	 /* window changes a process may fall behind by */
 
@@ -58,8 +58,12 @@ struct share_file {
 	uint64_t holder_start; /* holder_pid's start time (/proc/pid/stat) */
 	uint64_t holder_since; /* CLOCK_MONOTONIC ns it took the turn (its quantum) */
 	uint32_t nino, live;
-	uint64_t nmaps; /* map bits set in the inode table */
-	uint64_t wseq;	/* window changes noted so far (H2) */
+	uint64_t nmaps;	 /* map bits set in the inode table */
+	uint64_t wseq;	 /* window changes noted so far (H2) */
+	uint32_t rwait;	 /* exclusive calls waiting for shared ones to end (H9) */
+	uint32_t nslots; /* slots ever used: shared calls run only in these */
+	/* per slot, that process's threads inside a shared call (H9) */
+	uint32_t reading[SHARE_PROCS] __attribute__((aligned(64)));
 	struct {
 		uint64_t w, n;
 	} wring[SHARE_WRING];
@@ -92,6 +96,20 @@ struct pool_share {
 	void *fork_arg;
 	struct pool_share *next;
 };
+
+/* share.c: the few things the turn (share_turn.c) needs of it */
+long share_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
+/* Start time of pid in clock ticks, 0 if it is gone or a zombie. */
+uint64_t share_proc_start(uint32_t pid);
+/* fork: set while a thread of this process prepares one (share.c) */
+extern int share_forking;
+extern __thread int share_fork_thread;
+
+/* share_turn.c */
+uint64_t share_now_ns(void); /* CLOCK_MONOTONIC */
+/* Counts the calling thread in the turn, for this process, and waits until
+ * no shared call runs (H1-H3, H8, H9); returns why with SHARE_* bits added. */
+int share_turn_take(struct pool_share *s, int why);
 
 /* share.c, under the turn and tab_lock: gives slot k back if its process is
  * gone (the next call releases what only it held); 1 if it did. */

@@ -76,6 +76,13 @@ void share_remove_stale(const struct stat *pst);
 /* Brackets each outermost call (H1); s NULL: no-op. */
 int share_enter(struct pool_share *s);
 void share_leave(struct pool_share *s);
+/* A shared call (share.c H9): one that only reads the pool may run in many
+ * processes at once, while no exclusive call runs anywhere. 1: entered
+ * (leave with share_leave_shared); 0: the caller takes the turn instead
+ * (share_enter) -- a call runs inside, this process has windows to drop,
+ * or it has not settled after a fork. */
+int share_enter_shared(struct pool_share *s);
+void share_leave_shared(struct pool_share *s);
 #define SHARE_OPENS 0
 #define SHARE_MAPS  1
 /* Under the turn: this process holds ino open (or maps it), delta 1, or no
@@ -505,6 +512,9 @@ struct vs_slot {
 	unsigned long owned;
 } __attribute__((aligned(64)));
 extern __thread struct vs_slot *vs_my_slot;
+/* The thread is inside a shared call (share.c H9): it must not change the
+ * pool, so the quiet work it may find waiting leaves compaction alone. */
+extern __thread int vs_read_only;
 struct vs_slot *vs_slot_claim(void);
 void vs_call_enter_slow(struct space *sp);
 /* Asks for quiet work (*what: sp->want_evict or sp->want_compact), done at

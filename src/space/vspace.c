@@ -80,6 +80,7 @@ static struct vs_slot vs_slots[VS_SLOTS];
 /* Threads beyond VS_SLOTS share this one: its depth is a sum, still exact. */
 static struct vs_slot vs_shared_slot;
 __thread struct vs_slot *vs_my_slot;
+__thread int vs_read_only;
 static pthread_key_t vs_slot_key;
 static pthread_once_t vs_slot_once = PTHREAD_ONCE_INIT;
 
@@ -227,7 +228,8 @@ void vs_call_enter_slow(struct space *sp)
 		}
 		/* compaction first: the pages it moves are remapped in place,
 		 * and an eviction after it finds fewer mappings to drop */
-		if (__atomic_exchange_n(&sp->want_compact, 0, __ATOMIC_SEQ_CST) && sp->compact_fn)
+		if (!vs_read_only && __atomic_exchange_n(&sp->want_compact, 0, __ATOMIC_SEQ_CST) &&
+		    sp->compact_fn)
 			sp->compact_fn(sp->compact_arg);
 		if (__atomic_exchange_n(&sp->want_evict, 0, __ATOMIC_SEQ_CST))
 			vs_unmap_all(sp);

@@ -397,6 +397,28 @@ static inline uint64_t ft_mix64(uint64_t x)
 	return x;
 }
 
+/* A child process running fn(arg): its exit status is fn's result (0 or
+ * 1); the parent removes the pools. The child's pid, or -1. */
+static inline pid_t ft_spawn(int (*fn)(void *), void *arg)
+{
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		ft_npools = 0;
+		_exit(fn(arg) ? 1 : 0);
+	}
+	return pid;
+}
+
+/* Waits for pid: its exit status, 128 + the signal that ended it, or -1. */
+static inline int ft_reap(pid_t pid)
+{
+	int st;
+	if (waitpid(pid, &st, 0) != pid)
+		return -1;
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
 /* Deterministic content: byte at absolute file offset off of stream key. */
 static inline void ft_fill(void *buf, size_t len, uint64_t key, uint64_t off)
 {

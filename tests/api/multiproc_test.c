@@ -21,26 +21,6 @@
 
 static const char *pool;
 
-/* A child that mounts the pool itself (not one inherited by fork). */
-static pid_t spawn(int (*fn)(void *), void *arg)
-{
-	fflush(NULL);
-	pid_t pid = fork();
-	if (pid == 0) {
-		ft_npools = 0; /* the parent removes the pools */
-		_exit(fn(arg) ? 1 : 0);
-	}
-	return pid;
-}
-
-static int reap(pid_t pid)
-{
-	int st;
-	if (waitpid(pid, &st, 0) != pid)
-		return -1;
-	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-}
-
 /* one byte through a pipe: the two processes' steps in order */
 static void step_send(int fd)
 {
@@ -83,7 +63,7 @@ static pid_t spawn_paired(int (*fn)(void *), struct pingpong *pp)
 {
 	if (pipe(pp->to_child) || pipe(pp->to_parent))
 		return -1;
-	pid_t pid = spawn(fn, pp);
+	pid_t pid = ft_spawn(fn, pp);
 	close(pp->to_child[0]);
 	close(pp->to_parent[1]);
 	return pid;
@@ -138,7 +118,7 @@ static int c_pingpong(void)
 		FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child gave up at step %d", i);
 		FT_RUN(read_check(fs, b, 1000 + (uint64_t)i, (size_t)(i + 1) * 48 * 1024));
 	}
-	FT_EQ(reap(pid), 0);
+	FT_EQ(ft_reap(pid), 0);
 	FT_UNMOUNT_CLEAN(&fs, pool);
 	return 0;
 }
@@ -164,7 +144,7 @@ static int c_fork_inherits(void)
 		bad |= ft_write_file(fs, "/child", 43, 100000, 0) != 0;
 		_exit(bad);
 	}
-	FT_EQ(reap(pid), 0);
+	FT_EQ(ft_reap(pid), 0);
 	char *buf = malloc(5 * MiB + 1);
 	FT_EQ(ferrite_pread(fs, fd, buf, 5 * MiB + 1, 0), (long long)(5 * MiB));
 	FT_CHECK(ft_verify(buf, 5 * MiB, 42, 0) < 0, "the child's writes read back wrong");
@@ -246,7 +226,7 @@ static int c_shared_offsets(void)
 		bad |= ferrite_close(fs, fd) != 0; /* the parent still holds it */
 		_exit(bad);
 	}
-	FT_EQ(reap(pid), 0);
+	FT_EQ(ft_reap(pid), 0);
 	FT_EQ(ferrite_lseek(fs, fd, 0, SEEK_CUR), 3);
 	FT_CHECK(ferrite_getfl(fs, fd) & O_APPEND, "O_APPEND set by the child is not seen");
 	FT_EQ(ferrite_write(fs, fd, "ccc", 3), 3);
@@ -271,7 +251,7 @@ static int c_shared_offsets(void)
 	FT_OK(ferrite_close(fs, fd));
 	step_send(go[1]);
 	close(go[1]);
-	FT_EQ(reap(pid), 0);
+	FT_EQ(ft_reap(pid), 0);
 	FT_OK(ferrite_flock(fs, other, LOCK_EX | LOCK_NB)); /* the last holder let go */
 	FT_OK(ferrite_close(fs, other));
 	FT_RUN(expect_file(fs, "/log", "abbcccdd"));
@@ -283,7 +263,7 @@ static int c_shared_offsets(void)
 	FT_CHECK(token != 0, "a token of 0");
 	FT_EQ(write(pp.to_child[1], &token, sizeof(token)), (long long)sizeof(token));
 	FT_OK(step_wait(pp.to_parent[0]));
-	FT_EQ(reap(importer), 0);
+	FT_EQ(ft_reap(importer), 0);
 	FT_EQ(ferrite_lseek(fs, fd, 0, SEEK_CUR), 10);
 	FT_EQ(ferrite_write(fs, fd, "f", 1), 1);
 	FT_OK(ferrite_close(fs, fd));
@@ -340,7 +320,7 @@ static int c_orphan_shared(void)
 	FT_OK(ferrite_statvfs(fs, &mid));
 	step_send(pp.to_child[1]);
 	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to read the unlinked file");
-	FT_EQ(reap(pid), 0);
+	FT_EQ(ft_reap(pid), 0);
 	FT_OK(ferrite_statvfs(fs, &after));
 	FT_CHECK((after.f_bfree - mid.f_bfree) * after.f_frsize >= ORPHAN_LEN,
 		 "the other process's last close freed %lld bytes",
@@ -398,7 +378,7 @@ static int c_online_check(void)
 	ip->i_nlink -= 1;
 	FT_EQ(ferrite_check(fs, NULL, NULL), FERRITE_FSCK_CLEAN);
 	step_send(pp.to_child[1]);
-	FT_EQ(reap(pid), 0);
+	FT_EQ(ft_reap(pid), 0);
 	FT_UNMOUNT_CLEAN(&fs, pool);
 	return 0;
 }
@@ -461,18 +441,18 @@ static int c_locks(void)
 	FT_OK(ferrite_fcntl_lock(fs, fd, F_SETLK, &fl));
 	FT_OK(ferrite_flock(fs, fd, LOCK_EX | LOCK_NB));
 	step_send(pp.to_child[1]);
-	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child: step 1 failed (status %d)", reap(pid));
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child: step 1 failed (status %d)", ft_reap(pid));
 	/* POSIX: closing another descriptor of the file drops the record lock;
 	 * the flock goes with the last descriptor of its description */
 	FT_OK(ferrite_close(fs, fd2));
 	FT_OK(ferrite_close(fs, fd));
-	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child: step 2 failed (status %d)", reap(pid));
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child: step 2 failed (status %d)", ft_reap(pid));
 	fd = FT_OK(ferrite_open(fs, "/locked", O_RDWR, 0));
 	fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100};
 	FT_EQ(ferrite_fcntl_lock(fs, fd, F_SETLK, &fl), -EAGAIN);
 	FT_EQ(ferrite_flock(fs, fd, LOCK_EX | LOCK_NB), -EWOULDBLOCK);
 	step_send(pp.to_child[1]);
-	FT_EQ(reap(pid), 0);
+	FT_EQ(ft_reap(pid), 0);
 	/* the child is gone: its locks are given back when the wait finds it so */
 	fl = (struct flock){.l_type = F_WRLCK, .l_whence = SEEK_SET, .l_start = 0, .l_len = 100};
 	FT_OK(ferrite_fcntl_lock(fs, fd, F_SETLKW, &fl));
@@ -522,19 +502,20 @@ static int c_mapped_elsewhere(void)
 	struct pingpong pp;
 	pid_t pid = spawn_paired(mapper_child, &pp);
 	FT_CHECK(pid > 0, "pipe or fork failed");
-	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to map (status %d)", reap(pid));
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to map (status %d)", ft_reap(pid));
 	FT_OK(ferrite_mount(pool, NULL, &fs));
 	FT_OK(ferrite_truncate(fs, "/mapped", 4096));
 	/* free space taken by a new file, as much as the shrink would have freed */
 	FT_OK(ft_write_file(fs, "/other", 77, MAP_LEN, 0));
 	step_send(pp.to_child[1]);
-	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to store (status %d)", reap(pid));
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "child failed to store (status %d)",
+		 ft_reap(pid));
 	FT_RUN(read_check(fs, "/other", 77, MAP_LEN));
 	struct stat st;
 	FT_OK(ferrite_stat(fs, "/mapped", &st));
 	FT_EQ(st.st_size, 4096);
 	step_send(pp.to_child[1]);
-	FT_EQ(reap(pid), 0);
+	FT_EQ(ft_reap(pid), 0);
 	/* grown again: what lay past the size reads as zeros */
 	FT_OK(ferrite_truncate(fs, "/mapped", 65536));
 	char buf[8192];
@@ -565,7 +546,7 @@ static int c_alone(void)
 		execl("/proc/self/exe", "multiproc_test", "--probe-busy", pool, (char *)NULL);
 		_exit(99);
 	}
-	FT_EQ(reap(pid), 0);
+	FT_EQ(ft_reap(pid), 0);
 	FT_OK(ferrite_unmount(fs));
 	return 0;
 }
@@ -951,11 +932,11 @@ static int kill_rounds(pid_t pids[WORKERS], int kills, uint64_t in_class[LC_N],
 		int w = (int)(ft_rand(&seed) % WORKERS);
 		FT_RUN(others_running(pids, k));
 		kill(pids[w], SIGUSR1);
-		FT_EQ(reap(pids[w]), 128 + SIGKILL);
+		FT_EQ(ft_reap(pids[w]), 128 + SIGKILL);
 		pids[w] = 0;
 		worker_died(w, in_class);
 		FT_RUN(check_live(k));
-		pids[w] = spawn(worker, (void *)(intptr_t)w);
+		pids[w] = ft_spawn(worker, (void *)(intptr_t)w);
 	}
 	/* then inside each class the random ones missed: one worker alone (the
 	 * others killed, so it does not just wait for the turn) gets requests
@@ -967,7 +948,7 @@ static int kill_rounds(pid_t pids[WORKERS], int kills, uint64_t in_class[LC_N],
 		for (int v = 0; v < WORKERS; v++)
 			if (v != w) {
 				kill(pids[v], SIGUSR1);
-				FT_EQ(reap(pids[v]), 128 + SIGKILL);
+				FT_EQ(ft_reap(pids[v]), 128 + SIGKILL);
 				pids[v] = 0;
 				worker_died(v, in_class);
 			}
@@ -989,7 +970,7 @@ static int kill_rounds(pid_t pids[WORKERS], int kills, uint64_t in_class[LC_N],
 		FT_RUN(check_live(kills + c));
 		acks->want = 0;
 		for (int v = 0; v < WORKERS; v++)
-			pids[v] = spawn(worker, (void *)(intptr_t)v);
+			pids[v] = ft_spawn(worker, (void *)(intptr_t)v);
 		nanosleep(&(struct timespec){0, 5000000}, NULL);
 		FT_RUN(others_running(pids, kills));
 	}
@@ -1021,13 +1002,13 @@ static int c_kill_workers(void)
 	FT_CHECK(sigaction(SIGUSR1, &sa, NULL) == 0, "sigaction");
 	pid_t pids[WORKERS];
 	for (int w = 0; w < WORKERS; w++)
-		pids[w] = spawn(worker, (void *)(intptr_t)w);
+		pids[w] = ft_spawn(worker, (void *)(intptr_t)w);
 	uint64_t in_class[LC_N] = {0}, aimed[LC_N] = {0};
 	int rc = kill_rounds(pids, kills, in_class, aimed);
 	for (int w = 0; w < WORKERS; w++)
 		if (pids[w] > 0) {
 			kill(pids[w], SIGKILL);
-			reap(pids[w]);
+			ft_reap(pids[w]);
 		}
 	uint64_t ops = 0;
 	for (int w = 0; w < WORKERS; w++)
@@ -1074,7 +1055,7 @@ static int c_stale_share(void)
 	struct stat st;
 	FT_CHECK(stat(name, &st) == 0, "%s is not there while the pool is mounted", name);
 	kill(pid, SIGKILL);
-	FT_EQ(reap(pid), 128 + SIGKILL);
+	FT_EQ(ft_reap(pid), 128 + SIGKILL);
 	FT_CHECK(stat(name, &st) == 0, "%s went with the killed process", name);
 	FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
 	FT_CHECK(stat(name, &st) == -1 && errno == ENOENT, "fsck left %s behind", name);

@@ -1,0 +1,292 @@
+/*
+ * share_turn.c -- the pool's turn (share.c H1-H3, H7, H8) and the shared
+ * calls beside it (H9): which process's threads may run calls on a pool
+ * that several processes have open, and when calls that only read may run
+ * in several at once. The invariants, the validation of the coordination
+ * file and the crash argument are share.c's; this file holds the code that
+ * runs on every call.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "space/share_impl.h"
+
+/* ---- the turn (H1-H3) -------------------------------------------------------------- */
+
+static int holder_gone(struct share_file *f, uint32_t pid)
+{
+	uint64_t start = share_proc_start(pid);
+	if (!start)
+		return 1;
+	/* holder_start is the holder's only when holder_pid says so */
+	uint32_t hp = __atomic_load_n(&f->holder_pid, __ATOMIC_ACQUIRE);
+	uint64_t hs = __atomic_load_n(&f->holder_start, __ATOMIC_ACQUIRE);
+	return hp == pid && hs && hs != start;
+}
+
+uint64_t share_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* H8: how long a process keeps the turn while others wait -- long enough
+ * that handing it over (a wake-up and a context switch, some microseconds)
+ * costs little next to the calls it runs, short enough that a waiting call
+ * is not held up for long. */
+#define TURN_QUANTUM_NS 1000000
+#define TURN_GRACE_NS	5000 /* a holder's gap between two calls of a burst */
+
+static int take(struct pool_share *s, uint32_t *v, uint32_t calls)
+{
+	uint32_t nv = s->pid << TURN_SHIFT | calls;
+	if (!__atomic_compare_exchange_n(&s->f->turn, v, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+		return 0;
+	__atomic_store_n(&s->f->holder_pid, 0, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->f->holder_since, share_now_ns(), __ATOMIC_RELEASE);
+	__atomic_store_n(&s->f->holder_start, s->start, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->f->holder_pid, s->pid, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* After counting itself in: if a fork is being prepared, steps out again
+ * and waits for it (returns 1: try again). */
+static int fork_wait(struct pool_share *s)
+{
+	if (share_fork_thread || !__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST))
+		return 0;
+	share_leave(s);
+	while (__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST))
+		sched_yield();
+	return 1;
+}
+
+/* H7: a thread about to wait for the turn is seen only once it has an
+ * entry; with every entry taken it waits unseen, woken by its timeout. */
+static int waiter_in(struct pool_share *s, uint64_t me)
+{
+	for (int i = 0; i < SHARE_WAITERS; i++) {
+		uint64_t none = 0;
+		if (!__atomic_load_n(&s->f->waiting[i], __ATOMIC_RELAXED) &&
+		    __atomic_compare_exchange_n(&s->f->waiting[i], &none, me, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST)) {
+			__atomic_add_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
+			return i;
+		}
+	}
+	return -1;
+}
+
+static void waiter_out(struct pool_share *s, int i, uint64_t me)
+{
+	if (i >= 0 && __atomic_compare_exchange_n(&s->f->waiting[i], &me, 0, 0, __ATOMIC_SEQ_CST,
+						  __ATOMIC_SEQ_CST))
+		__atomic_sub_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
+}
+
+/* Gives back the entries of waiters whose process is gone. */
+static void waiters_prune(struct pool_share *s)
+{
+	for (int i = 0; i < SHARE_WAITERS; i++) {
+		uint64_t e = __atomic_load_n(&s->f->waiting[i], __ATOMIC_SEQ_CST);
+		if (e && (uint32_t)share_proc_start((uint32_t)(e >> 32)) != (uint32_t)e &&
+		    __atomic_compare_exchange_n(&s->f->waiting[i], &e, 0, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST))
+			__atomic_sub_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
+	}
+}
+
+/* Whether a thread of another process waits for the turn: the holder's
+ * own threads never make it step aside (they would pass it to each other,
+ * a call at a time, for good). */
+static int other_waits(struct pool_share *s)
+{
+	for (int i = 0; i < SHARE_WAITERS; i++) {
+		uint64_t e = __atomic_load_n(&s->f->waiting[i], __ATOMIC_RELAXED);
+		if (e && (uint32_t)(e >> 32) != s->pid)
+			return 1;
+	}
+	return 0;
+}
+
+/* What is left of the holder's quantum (H8), in ns. */
+static uint64_t quantum_left(struct share_file *f)
+{
+	uint64_t since = __atomic_load_n(&f->holder_since, __ATOMIC_ACQUIRE), now = share_now_ns();
+	return now - since < TURN_QUANTUM_NS ? TURN_QUANTUM_NS - (now - since) : 0;
+}
+
+static int turn_count_in(struct pool_share *s, int why)
+{
+	struct share_file *f = s->f;
+	s->prev = 0;
+	int spun = 0, burst = 0;
+	for (int round = 0;; round++) {
+		uint32_t v = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST);
+		if (TURN_PID(v) == s->pid) {
+			/* ours: join the calls inside, or resume an idle turn --
+			 * after a short pause if another process asked for it */
+			if (TURN_CALLS(v) == TURN_INSIDE) {
+				sched_yield();
+				continue;
+			}
+			if (TURN_CALLS(v) == 0 && round == 0 &&
+			    __atomic_load_n(&f->waiters, __ATOMIC_SEQ_CST) &&
+			    quantum_left(f) == 0 && other_waits(s)) {
+				/* its quantum is over (H8): step aside, counted as
+				 * a waiter so that the taker's leave wakes it */
+				uint64_t me = (uint64_t)s->pid << 32 | (uint32_t)s->start;
+				share_futex(&f->turn, FUTEX_WAKE, INT_MAX, NULL);
+				int seen = waiter_in(s, me);
+				share_futex(&f->turn, FUTEX_WAIT, v,
+					    &(struct timespec){0, 1000000}); /* 1 ms */
+				waiter_out(s, seen, me);
+				if (__atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) == v)
+					waiters_prune(s); /* no one came: are they alive? */
+				continue;
+			}
+			if (__atomic_compare_exchange_n(&f->turn, &v, v + 1, 0, __ATOMIC_SEQ_CST,
+							__ATOMIC_SEQ_CST)) {
+				/* the first call in after our own changes that could
+				 * not be marked seen (share_note_windows) drops them,
+				 * so that shared calls are possible again */
+				if (TURN_CALLS(v) == 0 &&
+				    __atomic_load_n(&s->wseen, __ATOMIC_ACQUIRE) !=
+					__atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE))
+					why |= SHARE_OTHER;
+				if (!fork_wait(s))
+					return why;
+			}
+			continue;
+		}
+		if (TURN_CALLS(v) == 0) { /* free or idle: take it over (H2) */
+			if (v && !spun && quantum_left(f)) {
+				/* inside its quantum (H8): a holder running calls
+				 * back to back is in again within microseconds; one
+				 * that is not has gone quiet, and loses the turn */
+				spun = 1;
+				uint64_t until = share_now_ns() + TURN_GRACE_NS;
+				while (__atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) == v &&
+				       share_now_ns() < until)
+					__builtin_ia32_pause();
+				burst = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) != v;
+				continue;
+			}
+			if (take(s, &v, 1)) {
+				s->prev = TURN_PID(v);
+				why |=
+				    (v ? SHARE_OTHER : 0) | (why & SHARE_FORKED ? SHARE_OTHER : 0);
+				if (!fork_wait(s))
+					return why;
+			}
+			continue;
+		}
+		uint64_t left = burst ? quantum_left(f) : 0;
+		if (left) {
+			/* a burst of calls: wait for its quantum's end, uncounted,
+			 * so that its calls make no wake-ups */
+			burst = 0;
+			share_futex(&f->turn, FUTEX_WAIT, v, &(struct timespec){0, (long)left});
+			continue;
+		}
+		spun = 0;
+		/* busy: wait for its last call to end; check now and then that
+		 * the holder still lives (H3) -- also when a signal ends the
+		 * wait, or a program whose timer fires more often than the wait
+		 * times out would never take over from a holder that died */
+		uint64_t me = (uint64_t)s->pid << 32 | (uint32_t)s->start;
+		int seen = waiter_in(s, me);
+		long r = share_futex(&f->turn, FUTEX_WAIT, v, &(struct timespec){0, 50000000});
+		int woken_by = r == -1 ? errno : 0;
+		waiter_out(s, seen, me);
+		if ((woken_by == ETIMEDOUT || woken_by == EINTR) && holder_gone(f, TURN_PID(v)) &&
+		    take(s, &v, 1)) {
+			s->prev = TURN_PID(v);
+			why |= SHARE_OTHER | SHARE_DEAD;
+			if (!fork_wait(s))
+				return why;
+		}
+	}
+}
+
+/* Whether slot k's process is gone (a waiting exclusive call clears its
+ * count then, H9). */
+static int reader_gone(struct share_file *f, int k)
+{
+	uint32_t pid = __atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE);
+	return !pid || share_proc_start(pid) != f->procs[k].start;
+}
+
+/* H9: waits until no shared call runs, in any process. Shared calls are
+ * short (a stat, an lseek, a read), so a few pauses usually do; then it
+ * sleeps on the count, which the last one out wakes. */
+static void readers_drain(struct pool_share *s)
+{
+	struct share_file *f = s->f;
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	uint32_t n = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
+	for (uint32_t k = 0; k < n && k < SHARE_PROCS; k++) {
+		uint32_t *r = &f->reading[k];
+		for (unsigned waits = 0;; waits++) {
+			uint32_t c = __atomic_load_n(r, __ATOMIC_SEQ_CST);
+			if (!c)
+				break;
+			if (waits < 100) {
+				__builtin_ia32_pause();
+				continue;
+			}
+			__atomic_add_fetch(&f->rwait, 1, __ATOMIC_SEQ_CST);
+			long rc = share_futex(r, FUTEX_WAIT, c, &(struct timespec){0, 2000000});
+			int timed_out = rc == -1 && errno == ETIMEDOUT;
+			__atomic_sub_fetch(&f->rwait, 1, __ATOMIC_SEQ_CST);
+			if (timed_out && reader_gone(f, (int)k))
+				__atomic_compare_exchange_n(r, &c, 0, 0, __ATOMIC_SEQ_CST,
+							    __ATOMIC_SEQ_CST);
+		}
+	}
+}
+
+int share_turn_take(struct pool_share *s, int why)
+{
+	why = turn_count_in(s, why);
+	readers_drain(s);
+	return why;
+}
+
+int share_enter_shared(struct pool_share *s)
+{
+	if (!s || s->slot < 0 || s->forked || __atomic_load_n(&s->pending_why, __ATOMIC_ACQUIRE) ||
+	    __atomic_load_n(&share_forking, __ATOMIC_ACQUIRE))
+		return 0;
+	struct share_file *f = s->f;
+	__atomic_add_fetch(&f->reading[s->slot], 1, __ATOMIC_SEQ_CST);
+	uint32_t v = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST);
+	if (TURN_CALLS(v) == 0 && !__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST) &&
+	    __atomic_load_n(&s->wseen, __ATOMIC_ACQUIRE) ==
+		__atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE))
+		return 1;
+	share_leave_shared(s);
+	return 0;
+}
+
+void share_leave_shared(struct pool_share *s)
+{
+	uint32_t *r = &s->f->reading[s->slot];
+	if (__atomic_sub_fetch(r, 1, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_load_n(&s->f->rwait, __ATOMIC_SEQ_CST))
+		share_futex(r, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void share_leave(struct pool_share *s)
+{
+	if (!s)
+		return;
+	uint32_t v = __atomic_sub_fetch(&s->f->turn, 1, __ATOMIC_SEQ_CST);
+	if (TURN_CALLS(v) == 0 && __atomic_load_n(&s->f->waiters, __ATOMIC_SEQ_CST))
+		share_futex(&s->f->turn, FUTEX_WAKE, INT_MAX, NULL);
+}

@@ -1,0 +1,225 @@
+/*
+ * shared_calls_test.c -- calls that only read (stat, lseek, read) run in
+ * many processes at once without the pool's turn (src/space/share.c H9),
+ * but never beside a call that changes the pool:
+ *   - committed_only: a process rewriting a file's chunks, 64 KiB a call,
+ *     and two others reading it through lseek, fstat, stat and pread: the
+ *     size never moves and no chunk is ever seen half rewritten;
+ *   - reader_killed: a process killed inside a shared call leaves its count
+ *     in the coordination file; the next call that changes the pool clears
+ *     it (the process is gone) instead of waiting for good, and nothing
+ *     another process acknowledged is lost.
+ *
+ *   ./shared_calls_test [CASE...]     FT_KILLS=N: kills in reader_killed (60)
+ */
+#include "ft_test.h"
+
+#include <signal.h>
+#include <time.h>
+
+#include "fs/fs.h"
+#include "space/share_impl.h"
+
+#define MiB   (1024ull * 1024)
+#define CHUNK (64 * 1024)
+
+static const char *pool;
+
+static unsigned char chunk_byte(uint64_t i)
+{
+	return (unsigned char)(i % 251 + 1);
+}
+
+/* ---- committed_only ----------------------------------------------------------------- */
+
+#define CHUNKS 16
+#define WRITES 3000
+
+/* Reads /g until the writer is done (the marker /done): its size stays
+ * CHUNKS chunks, and each chunk holds one byte value throughout -- one
+ * 64 KiB write is one call, and no read runs beside it. */
+static int reader(void *arg)
+{
+	(void)arg;
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs))
+		return -1;
+	int fd = ferrite_open(fs, "/g", O_RDONLY, 0);
+	static unsigned char buf[CHUNK];
+	for (long i = 0;; i++) {
+		struct stat st, st2;
+		off_t end = ferrite_lseek(fs, fd, 0, SEEK_END);
+		if (fd < 0 || end < 0 || ferrite_fstat(fs, fd, &st) ||
+		    ferrite_stat(fs, "/g", &st2)) {
+			fprintf(stderr, "reader: %s\n", ferrite_errmsg());
+			return -1;
+		}
+		if (end != CHUNKS * CHUNK || st.st_size != end || st2.st_size != end) {
+			fprintf(stderr, "reader: sizes %lld, %lld, %lld\n", (long long)end,
+				(long long)st.st_size, (long long)st2.st_size);
+			return -1;
+		}
+		uint64_t k = (uint64_t)i % CHUNKS;
+		ssize_t n = ferrite_pread(fs, fd, buf, CHUNK, (off_t)(k * CHUNK));
+		if (n != CHUNK) {
+			fprintf(stderr, "reader: pread of chunk %llu: %zd\n", (unsigned long long)k,
+				n);
+			return -1;
+		}
+		for (size_t b = 1; b < CHUNK; b++)
+			if (buf[b] != buf[0]) {
+				fprintf(stderr,
+					"reader: chunk %llu holds %u at 0 and %u at %zu: a read "
+					"beside a write\n",
+					(unsigned long long)k, buf[0], buf[b], b);
+				return -1;
+			}
+		if (i % 64 == 0 && ferrite_stat(fs, "/done", &st) == 0)
+			break;
+	}
+	ferrite_close(fs, fd);
+	return ferrite_unmount(fs) ? -1 : 0;
+}
+
+static int c_committed_only(void)
+{
+	/* the readers mount the pool themselves, so they start unmounted */
+	ferrite_fs *fs;
+	static unsigned char buf[CHUNK];
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	int fd = FT_OK(ferrite_open(fs, "/g", O_CREAT | O_WRONLY, 0644));
+	for (uint64_t k = 0; k < CHUNKS; k++) {
+		memset(buf, chunk_byte(k), sizeof(buf));
+		FT_EQ(ferrite_pwrite(fs, fd, buf, CHUNK, (off_t)(k * CHUNK)), CHUNK);
+	}
+	FT_OK(ferrite_close(fs, fd));
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	pid_t r[2];
+	for (int i = 0; i < 2; i++)
+		FT_CHECK((r[i] = ft_spawn(reader, NULL)) > 0, "fork failed");
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	fd = FT_OK(ferrite_open(fs, "/g", O_WRONLY, 0644));
+	for (uint64_t i = 0; i < WRITES; i++) {
+		memset(buf, chunk_byte(i), sizeof(buf));
+		FT_EQ(ferrite_pwrite(fs, fd, buf, CHUNK, (off_t)(i % CHUNKS * CHUNK)), CHUNK);
+		if (i % 16 == 0) { /* other changes between the writes */
+			FT_OK(ferrite_mkdir(fs, "/d", 0755));
+			FT_OK(ferrite_rmdir(fs, "/d"));
+		}
+	}
+	FT_OK(ferrite_close(fs, fd));
+	FT_OK(ft_write_file(fs, "/done", 1, 1, 0));
+	for (int i = 0; i < 2; i++)
+		FT_EQ(ft_reap(r[i]), 0);
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
+static int check_file(ferrite_fs *fs, const char *path, uint64_t key, size_t len)
+{
+	static char buf[8193];
+	int fd = ferrite_open(fs, path, O_RDONLY, 0);
+	ssize_t n = fd < 0 ? fd : ferrite_pread(fs, fd, buf, sizeof(buf), 0);
+	if (fd >= 0)
+		ferrite_close(fs, fd);
+	FT_CHECK(len < sizeof(buf) && n == (ssize_t)len && ft_verify(buf, len, key, 0) < 0,
+		 "%s: read %zd bytes, want %zu of key %llu", path, n, len, (unsigned long long)key);
+	return 0;
+}
+
+/* ---- reader_killed ------------------------------------------------------------------ */
+
+struct looper {
+	int ready[2];
+	ferrite_fs *fs;
+};
+
+/* Shared calls back to back until killed, on the mount it inherited. */
+static int looper(void *arg)
+{
+	struct looper *l = arg;
+	ferrite_fs *fs = l->fs;
+	int fd = ferrite_open(fs, "/r", O_RDONLY, 0);
+	if (fd < 0)
+		return -1;
+	char c = 1, buf[4096];
+	struct stat st;
+	(void)!write(l->ready[1], &c, 1);
+	for (;;) {
+		ferrite_lseek(fs, fd, 0, SEEK_END);
+		ferrite_fstat(fs, fd, &st);
+		ferrite_pread(fs, fd, buf, sizeof(buf), 0);
+		ferrite_stat(fs, "/r", &st);
+	}
+}
+
+/* The count a killed process left in the coordination file: its slot
+ * (found by pid) and how many of its threads were inside a shared call. */
+static uint32_t left_reading(ferrite_fs *fs, pid_t pid)
+{
+	struct share_file *f = fs->m.pool.share->f;
+	for (int k = 0; k < SHARE_PROCS; k++)
+		if (__atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE) == (uint32_t)pid)
+			return __atomic_load_n(&f->reading[k], __ATOMIC_ACQUIRE);
+	return 0;
+}
+
+static int c_reader_killed(void)
+{
+	const char *k = getenv("FT_KILLS");
+	int kills = k ? atoi(k) : 60, inside = 0;
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_OK(ft_write_file(fs, "/r", 7, 4096, 0));
+	FT_CHECK(fs->m.pool.share, "the pool is not shared");
+	srand((unsigned)time(NULL));
+	for (int i = 0; i < kills; i++) {
+		struct looper l = {.fs = fs};
+		FT_OK(pipe(l.ready));
+		pid_t pid = ft_spawn(looper, &l);
+		FT_CHECK(pid > 0, "fork failed");
+		close(l.ready[1]);
+		char c;
+		FT_CHECK(read(l.ready[0], &c, 1) == 1, "looper %d did not start", i);
+		close(l.ready[0]);
+		usleep((useconds_t)(rand() % 2000));
+		kill(pid, SIGKILL);
+		FT_EQ(ft_reap(pid), 128 + SIGKILL);
+		inside += left_reading(fs, pid) != 0;
+		/* a change: waits out no dead reader, and is there afterwards */
+		char path[64];
+		snprintf(path, sizeof(path), "/k%d", i);
+		FT_OK(ft_write_file(fs, path, (uint64_t)i, 8192, 0));
+		struct share_file *f = fs->m.pool.share->f;
+		for (int s = 0; s < SHARE_PROCS; s++)
+			FT_EQ(f->reading[s], 0);
+	}
+	for (int i = 0; i < kills; i++) {
+		char path[64];
+		snprintf(path, sizeof(path), "/k%d", i);
+		FT_RUN(check_file(fs, path, (uint64_t)i, 8192));
+	}
+	printf("  %d of %d kills landed inside a shared call\n", inside, kills);
+	FT_CHECK(inside > 0, "no kill landed inside a shared call: nothing was tested");
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
+static const struct ft_case cases[] = {
+    {"committed_only", c_committed_only, 0},
+    {"reader_killed", c_reader_killed, 0},
+};
+
+static int before(const struct ft_case *c)
+{
+	(void)c;
+	struct ferrite_mkfs_opts o = {.size = 256 * MiB, .force = 1};
+	FT_OK(ferrite_mkfs(pool, &o));
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	pool = ft_pool_path("shared_calls", "main");
+	return ft_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv, before, NULL);
+}
