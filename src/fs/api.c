@@ -18,11 +18,19 @@
 			return api_end(-EINVAL);                                                   \
 	} while (0)
 
+/* The thread's shared calls (vs_read_only counts them) and the calls under
+ * the turn it makes inside one (a signal handler's): a call inside a
+ * shared call of the same pool is shared too, being counted already; once
+ * one is under the turn, every call inside it is. */
+static __thread ferrite_fs *shared_fs;
+static __thread int turn_depth;
+
 void pmfs_call_enter(ferrite_fs *fs)
 {
 	/* the pool's turn first (space/share.c H1): a quiet moment of this
 	 * process's threads is one only while no other process runs a call */
 	int why = fs ? meta_turn_enter(&fs->m) : 0;
+	turn_depth++;
 	if (why & SHARE_FORKED) {
 		vn_count_inherited(fs);
 		fs_procs_forked_alone(fs);
@@ -35,19 +43,26 @@ void pmfs_call_enter(ferrite_fs *fs)
 void pmfs_call_leave(ferrite_fs *fs)
 {
 	vs_call_leave();
+	turn_depth--;
 	if (fs)
 		meta_turn_leave(&fs->m);
 }
 
 int pmfs_shared_enter(ferrite_fs *fs)
 {
-	/* a nested call, or quiet work waiting for this process (an eviction
-	 * or a compaction): under the turn, as every call was before H9 */
-	if (!fs || vs_read_only ||
-	    __atomic_load_n(&fs->m.sp.evict, __ATOMIC_SEQ_CST) != VS_EVICT_NONE ||
-	    !meta_shared_enter(&fs->m))
+	if (!fs || turn_depth)
 		return 0;
-	vs_read_only = 1;
+	if (vs_read_only) {
+		if (fs != shared_fs)
+			return 0;
+	} else if (__atomic_load_n(&fs->m.sp.evict, __ATOMIC_SEQ_CST) != VS_EVICT_NONE ||
+		   !meta_shared_enter(&fs->m)) {
+		/* quiet work waits for this process (an eviction or a
+		 * compaction): under the turn, as every call was before H9 */
+		return 0;
+	}
+	if (!vs_read_only++)
+		shared_fs = fs;
 	vs_call_enter(&fs->m.sp);
 	return 1;
 }
@@ -55,13 +70,13 @@ int pmfs_shared_enter(ferrite_fs *fs)
 void pmfs_shared_leave(ferrite_fs *fs)
 {
 	vs_call_leave();
-	vs_read_only = 0;
-	meta_shared_leave(&fs->m);
+	if (!--vs_read_only)
+		meta_shared_leave(&fs->m);
 }
 
 int pmfs_in_shared(void)
 {
-	return vs_read_only;
+	return vs_read_only && !turn_depth;
 }
 
 int pmfs_get_tier_info(ferrite_fs *fs, struct ferrite_tier_info *info)

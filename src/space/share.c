@@ -407,6 +407,13 @@ int share_attach(struct pool *p, const struct stat *pst)
 	}
 	s->start = share_proc_start(s->pid);
 	s->wseen = __atomic_load_n(&s->f->wseq, __ATOMIC_ACQUIRE); /* it has no window yet */
+	/* shared calls of our image before an exec ended with its threads:
+	 * their count must not hold up writers until this image's first call
+	 * claims the slot (H9) */
+	for (int k = 0; k < SHARE_PROCS; k++)
+		if (__atomic_load_n(&s->f->procs[k].pid, __ATOMIC_ACQUIRE) == s->pid &&
+		    s->f->procs[k].start == s->start)
+			__atomic_store_n(&s->f->reading[k], 0, __ATOMIC_SEQ_CST);
 	/* The turn in our own pid is our image before an exec's: idle, it is
 	 * free; with calls inside, those died with the exec, and the turn is
 	 * left to a holder no process is (pid 0), which the next taker takes

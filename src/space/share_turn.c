@@ -225,6 +225,11 @@ static int reader_gone(struct share_file *f, int k)
 /* H9: waits until no shared call runs, in any process. Shared calls are
  * short (a stat, an lseek, a read), so a few pauses usually do; then it
  * sleeps on the count, which the last one out wakes. */
+/* The calling thread's own shared calls on my_share (a call it makes
+ * inside one, from a signal handler, must not wait for itself). */
+static __thread struct pool_share *my_share;
+static __thread uint32_t my_reading;
+
 static void readers_drain(struct pool_share *s)
 {
 	struct share_file *f = s->f;
@@ -234,7 +239,7 @@ static void readers_drain(struct pool_share *s)
 		uint32_t *r = &f->reading[k];
 		for (unsigned waits = 0;; waits++) {
 			uint32_t c = __atomic_load_n(r, __ATOMIC_SEQ_CST);
-			if (!c)
+			if (c <= (s == my_share && (int)k == s->slot ? my_reading : 0))
 				break;
 			if (waits < 100) {
 				__builtin_ia32_pause();
@@ -258,6 +263,14 @@ int share_turn_take(struct pool_share *s, int why)
 	return why;
 }
 
+static void reading_out(struct pool_share *s)
+{
+	uint32_t *r = &s->f->reading[s->slot];
+	if (__atomic_sub_fetch(r, 1, __ATOMIC_SEQ_CST) == 0 &&
+	    __atomic_load_n(&s->f->rwait, __ATOMIC_SEQ_CST))
+		share_futex(r, FUTEX_WAKE, INT_MAX, NULL);
+}
+
 int share_enter_shared(struct pool_share *s)
 {
 	if (!s || s->slot < 0 || s->forked || __atomic_load_n(&s->pending_why, __ATOMIC_ACQUIRE) ||
@@ -268,18 +281,22 @@ int share_enter_shared(struct pool_share *s)
 	uint32_t v = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST);
 	if (TURN_CALLS(v) == 0 && !__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST) &&
 	    __atomic_load_n(&s->wseen, __ATOMIC_ACQUIRE) ==
-		__atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE))
+		__atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE)) {
+		if (my_share != s)
+			my_reading = 0;
+		my_share = s;
+		my_reading++;
 		return 1;
-	share_leave_shared(s);
+	}
+	reading_out(s);
 	return 0;
 }
 
 void share_leave_shared(struct pool_share *s)
 {
-	uint32_t *r = &s->f->reading[s->slot];
-	if (__atomic_sub_fetch(r, 1, __ATOMIC_SEQ_CST) == 0 &&
-	    __atomic_load_n(&s->f->rwait, __ATOMIC_SEQ_CST))
-		share_futex(r, FUTEX_WAKE, INT_MAX, NULL);
+	if (my_share == s && my_reading)
+		my_reading--;
+	reading_out(s);
 }
 
 void share_leave(struct pool_share *s)
