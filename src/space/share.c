@@ -413,7 +413,7 @@ int share_attach(struct pool *p, const struct stat *pst)
 	for (int k = 0; k < SHARE_PROCS; k++)
 		if (__atomic_load_n(&s->f->procs[k].pid, __ATOMIC_ACQUIRE) == s->pid &&
 		    s->f->procs[k].start == s->start)
-			__atomic_store_n(&s->f->reading[k], 0, __ATOMIC_SEQ_CST);
+			__atomic_store_n(&s->f->reading[k].n, 0, __ATOMIC_SEQ_CST);
 	/* The turn in our own pid is our image before an exec's: idle, it is
 	 * free; with calls inside, those died with the exec, and the turn is
 	 * left to a holder no process is (pid 0), which the next taker takes
@@ -565,7 +565,7 @@ static void slot_reap(struct share_file *f, int k)
 	slot_drop_inodes(f, k);
 	desc_reap_slot(f, k);
 	f->procs[k].start = 0;
-	__atomic_store_n(&f->reading[k], 0, __ATOMIC_SEQ_CST); /* it is gone (H9) */
+	__atomic_store_n(&f->reading[k].n, 0, __ATOMIC_SEQ_CST); /* it is gone (H9) */
 	__atomic_store_n(&f->procs[k].pid, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&f->procs[k].forkling, 0, __ATOMIC_RELEASE);
 	lk_release_slot((struct lk_table *)((char *)f + locks_off()), k);
@@ -646,7 +646,7 @@ static int slot_claim(struct pool_share *s)
 				why |= SHARE_REAPED;
 			slot_drop_inodes(f, k);
 			/* exec ended its shared calls with its threads */
-			__atomic_store_n(&f->reading[k], 0, __ATOMIC_SEQ_CST);
+			__atomic_store_n(&f->reading[k].n, 0, __ATOMIC_SEQ_CST);
 			image = k;
 		} else if (!start || start != f->procs[k].start || pid == s->pid) {
 			slot_reap(f, k);

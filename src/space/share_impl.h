@@ -62,8 +62,12 @@ struct share_file {
 	uint64_t wseq;	 /* window changes noted so far (H2) */
 	uint32_t rwait;	 /* exclusive calls waiting for shared ones to end (H9) */
 	uint32_t nslots; /* slots ever used: shared calls run only in these */
-	/* per slot, that process's threads inside a shared call (H9) */
-	uint32_t reading[SHARE_PROCS] __attribute__((aligned(64)));
+	/* per slot, that process's threads inside a shared call (H9); a
+	 * cache line each, as every shared call changes its own */
+	struct {
+		uint32_t n;
+		uint32_t pad[15];
+	} reading[SHARE_PROCS] __attribute__((aligned(64)));
 	struct {
 		uint64_t w, n;
 	} wring[SHARE_WRING];

@@ -236,7 +236,7 @@ static void readers_drain(struct pool_share *s)
 	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	uint32_t n = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
 	for (uint32_t k = 0; k < n && k < SHARE_PROCS; k++) {
-		uint32_t *r = &f->reading[k];
+		uint32_t *r = &f->reading[k].n;
 		for (unsigned waits = 0;; waits++) {
 			uint32_t c = __atomic_load_n(r, __ATOMIC_SEQ_CST);
 			if (c <= (s == my_share && (int)k == s->slot ? my_reading : 0))
@@ -265,7 +265,7 @@ int share_turn_take(struct pool_share *s, int why)
 
 static void reading_out(struct pool_share *s)
 {
-	uint32_t *r = &s->f->reading[s->slot];
+	uint32_t *r = &s->f->reading[s->slot].n;
 	if (__atomic_sub_fetch(r, 1, __ATOMIC_SEQ_CST) == 0 &&
 	    __atomic_load_n(&s->f->rwait, __ATOMIC_SEQ_CST))
 		share_futex(r, FUTEX_WAKE, INT_MAX, NULL);
@@ -277,7 +277,7 @@ int share_enter_shared(struct pool_share *s)
 	    __atomic_load_n(&share_forking, __ATOMIC_ACQUIRE))
 		return 0;
 	struct share_file *f = s->f;
-	__atomic_add_fetch(&f->reading[s->slot], 1, __ATOMIC_SEQ_CST);
+	__atomic_add_fetch(&f->reading[s->slot].n, 1, __ATOMIC_SEQ_CST);
 	uint32_t v = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST);
 	if (TURN_CALLS(v) == 0 && !__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST) &&
 	    __atomic_load_n(&s->wseen, __ATOMIC_ACQUIRE) ==

@@ -557,9 +557,10 @@ static int c_alone(void)
 #define SLOTS	64
 
 /* Where a worker was when it died: which of the locks that guard the pool
- * it held. The turn is the only lock between processes; the others are its
- * own threads' locks, which order the changes it makes under the turn, so a
- * kill while one is held is a kill in the middle of that kind of change. */
+ * it held. The turn and the shared calls' counts (share.c H9) are the
+ * locks between processes; the others are its own threads' locks, which
+ * order the changes it makes under the turn, so a kill while one is held is
+ * a kill in the middle of that kind of change. */
 enum lock_class {
 	LC_OUTSIDE,   /* no call running and no lock held */
 	LC_TURN,      /* inside a call: the pool's turn */
@@ -574,6 +575,7 @@ enum lock_class {
 	LC_ADVISORY,  /* the advisory lock table */
 	LC_TABLES,    /* the coordination tables (holders, descriptions) */
 	LC_RECORD,    /* a record or flock lock of its own */
+	LC_SHARED,    /* inside a shared call (share.c H9): counted in reading[] */
 	LC_N
 };
 
@@ -591,6 +593,7 @@ static const char *const lc_name[LC_N] = {
     "the advisory lock table",
     "the coordination tables",
     "a record/flock lock",
+    "a shared call",
 };
 
 /* What a worker acknowledged, in memory the parent reads after a kill:
@@ -632,6 +635,8 @@ static uint32_t held_classes(void)
 	uint32_t turn = __atomic_load_n(&s->f->turn, __ATOMIC_RELAXED);
 	if (TURN_PID(turn) == (uint32_t)getpid() && TURN_CALLS(turn))
 		m |= 1u << LC_TURN;
+	if (s->slot >= 0 && __atomic_load_n(&s->f->reading[s->slot].n, __ATOMIC_RELAXED))
+		m |= 1u << LC_SHARED;
 	else if (worker_in_op && __atomic_load_n(&s->f->waiters, __ATOMIC_RELAXED))
 		m |= 1u << LC_TURN_WAIT;
 	for (int i = 0; i < FS_LOCK_STRIPES; i++)

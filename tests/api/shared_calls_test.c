@@ -160,7 +160,7 @@ static uint32_t left_reading(ferrite_fs *fs, pid_t pid)
 	struct share_file *f = fs->m.pool.share->f;
 	for (int k = 0; k < SHARE_PROCS; k++)
 		if (__atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE) == (uint32_t)pid)
-			return __atomic_load_n(&f->reading[k], __ATOMIC_ACQUIRE);
+			return __atomic_load_n(&f->reading[k].n, __ATOMIC_ACQUIRE);
 	return 0;
 }
 
@@ -192,7 +192,7 @@ static int c_reader_killed(void)
 		FT_OK(ft_write_file(fs, path, (uint64_t)i, 8192, 0));
 		struct share_file *f = fs->m.pool.share->f;
 		for (int s = 0; s < SHARE_PROCS; s++)
-			FT_EQ(f->reading[s], 0);
+			FT_EQ(f->reading[s].n, 0);
 	}
 	for (int i = 0; i < kills; i++) {
 		char path[64];
