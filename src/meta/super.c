@@ -374,6 +374,11 @@ static void drop_windows(void *sp, uint64_t w, uint64_t n)
 	vs_unmap_windows(sp, w, n);
 }
 
+static void drop_all_windows(void *sp)
+{
+	vs_unmap_all(sp);
+}
+
 int meta_turn_enter(struct meta *m)
 {
 	int why = share_enter(m->pool.share);
@@ -383,9 +388,9 @@ int meta_turn_enter(struct meta *m)
 			"entry failed: %s (run `ferrite fsck`)\n",
 			m->pool.path, fr_err_get());
 	/* a replayed entry changed the PPT without the hooks that note it */
-	if ((why & SHARE_DEAD) ||
-	    ((why & SHARE_OTHER) && share_changed_windows(m->pool.share, drop_windows, &m->sp)))
-		vs_unmap_all(&m->sp);
+	if (why & (SHARE_OTHER | SHARE_DEAD))
+		share_changed_windows(m->pool.share, drop_windows, drop_all_windows, &m->sp,
+				      why & SHARE_DEAD);
 	return why;
 }
 

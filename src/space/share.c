@@ -63,21 +63,25 @@
  *               burst's calls cost no wake-ups.
  *             H9 a shared call (one that only reads the pool: stat, lseek,
  *               read) runs without the turn, in any number of processes at
- *               once, but never beside an exclusive call of any process: a
- *               shared call counts itself in its slot's reading[] and then
- *               finds no call inside the turn; an exclusive call counts
- *               itself in the turn and then waits until every reading[] is
- *               0. Both orders are a store then a load with a full barrier
- *               between (Dekker), so one of the two always sees the other;
- *               the shared call is the one that steps back (to the turn),
- *               so exclusive calls are never starved. A shared call sees
- *               only committed state, as a call under the turn does. It
- *               runs only in a process whose windows are up to date (wseen
- *               == wseq, H2), that holds a slot and is not share_forking; it
- *               never changes the pool, the coordination file's tables or a
- *               description shared with other processes. A process killed
- *               inside one leaves its count, which a waiting exclusive call
- *               clears once the slot's process is gone.
+ *               once, but never beside an exclusive call of another
+ *               process: a shared call counts itself in its slot's
+ *               reading[] and then finds no call inside the turn (or only
+ *               its own process's, which its own locks order, as before);
+ *               an exclusive call counts itself in the turn and then waits
+ *               until every other slot's reading[] is 0. Both orders are a
+ *               store then a load with a full barrier between (Dekker), so
+ *               one of the two always sees the other; the shared call is
+ *               the one that steps back (to the turn), so exclusive calls
+ *               are never starved. A shared call sees only committed state,
+ *               as a call under the turn does. It runs only in a process
+ *               whose windows are up to date (wseen == wseq, H2; wseen
+ *               moves on only once the drops are done, and a process that
+ *               drops windows first lets its own shared calls end,
+ *               catching_up), that holds a slot and is not forking; it
+ *               never changes the pool, the coordination file's tables or
+ *               a description shared with other processes. A process
+ *               killed inside one leaves its count, which a waiting
+ *               exclusive call clears once the slot's process is gone.
  * Validation: the coordination file is untrusted: it must be a regular
  *   file of ours or of the pool's owner, no more writable than the pool,
  *   name the pool's device and inode, and have the expected size; a turn
@@ -182,7 +186,9 @@ static void before_fork(void)
 	for (struct pool_share *s = reg; s; s = s->next) {
 		for (;;) {
 			uint32_t v = __atomic_load_n(&s->f->turn, __ATOMIC_SEQ_CST);
-			if (TURN_PID(v) != s->pid || TURN_CALLS(v) == 0)
+			if ((TURN_PID(v) != s->pid || TURN_CALLS(v) == 0) &&
+			    (s->slot < 0 ||
+			     !__atomic_load_n(&s->f->reading[s->slot].n, __ATOMIC_SEQ_CST)))
 				break;
 			sched_yield();
 		}
@@ -866,21 +872,45 @@ void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n)
 	f->wring[q % SHARE_WRING].w = w;
 	f->wring[q % SHARE_WRING].n = n;
 	/* this process's own windows follow the change already (vspace.c's
-	 * hooks): it stays up to date, so its shared calls stay possible */
-	__atomic_compare_exchange_n(&s->wseen, &q, q + 1, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	 * hooks), so it stays up to date and its shared calls stay possible:
+	 * wseen moves past q once it has moved past the notes before q, all
+	 * of them this process's (it has held the turn since it last caught
+	 * up). A note that finds it held back gives up after a while; wseen
+	 * stays behind, and the process's calls take the turn until it next
+	 * takes the turn from another and catches up. */
+	for (int spins = 0; spins < 256; spins++) {
+		uint64_t want = q;
+		if (__atomic_compare_exchange_n(&s->wseen, &want, q + 1, 0, __ATOMIC_SEQ_CST,
+						__ATOMIC_SEQ_CST) ||
+		    want > q)
+			break;
+		__builtin_ia32_pause();
+	}
 }
 
-int share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t w, uint64_t n),
-			  void *arg)
+void share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t w, uint64_t n),
+			   void (*drop_all)(void *arg), void *arg, int all)
 {
 	struct share_file *f = s->f;
+	/* this process's shared calls first: none starts from here on, and
+	 * those running end (short calls; a bound, in case this thread is
+	 * inside one itself, from a signal handler) */
+	__atomic_store_n(&s->catching_up, 1, __ATOMIC_SEQ_CST);
+	for (int i = 0; i < 100000 && s->slot >= 0 &&
+			__atomic_load_n(&f->reading[s->slot].n, __ATOMIC_SEQ_CST);
+	     i++)
+		sched_yield();
 	uint64_t now = __atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE);
-	uint64_t from = __atomic_exchange_n(&s->wseen, now, __ATOMIC_SEQ_CST);
-	if (now - from > SHARE_WRING || now < from)
-		return -1;
-	for (uint64_t q = from; q < now; q++)
-		drop(arg, f->wring[q % SHARE_WRING].w, f->wring[q % SHARE_WRING].n);
-	return 0;
+	uint64_t from = __atomic_load_n(&s->wseen, __ATOMIC_ACQUIRE);
+	if (all || now - from > SHARE_WRING || now < from)
+		drop_all(arg);
+	else
+		for (uint64_t q = from; q < now; q++)
+			drop(arg, f->wring[q % SHARE_WRING].w, f->wring[q % SHARE_WRING].n);
+	/* only now: a shared call of this process that starts meanwhile finds
+	 * wseen behind and takes the turn instead of a window being dropped */
+	__atomic_store_n(&s->wseen, now, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->catching_up, 0, __ATOMIC_SEQ_CST);
 }
 
 int share_ino_others(struct pool_share *s, uint64_t ino, int kind)

@@ -87,6 +87,7 @@ struct pool_share {
 	int slot;	   /* in f->procs, -1 until the first call */
 	uint32_t prev;	   /* the pid turn_take took the turn from, 0 none */
 	uint64_t wseen;	   /* window changes this process has dropped (H2) */
+	int catching_up;   /* dropping windows: no shared call may start (H9) */
 	int forked;	   /* a forked child that has not entered yet */
 	uint32_t attacher; /* the process that attached (not a forked child) */
 	uint64_t file_ino; /* of the coordination file */

@@ -152,13 +152,6 @@ static int turn_count_in(struct pool_share *s, int why)
 			}
 			if (__atomic_compare_exchange_n(&f->turn, &v, v + 1, 0, __ATOMIC_SEQ_CST,
 							__ATOMIC_SEQ_CST)) {
-				/* the first call in after our own changes that could
-				 * not be marked seen (share_note_windows) drops them,
-				 * so that shared calls are possible again */
-				if (TURN_CALLS(v) == 0 &&
-				    __atomic_load_n(&s->wseen, __ATOMIC_ACQUIRE) !=
-					__atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE))
-					why |= SHARE_OTHER;
 				if (!fork_wait(s))
 					return why;
 			}
@@ -179,8 +172,9 @@ static int turn_count_in(struct pool_share *s, int why)
 			}
 			if (take(s, &v, 1)) {
 				s->prev = TURN_PID(v);
-				why |=
-				    (v ? SHARE_OTHER : 0) | (why & SHARE_FORKED ? SHARE_OTHER : 0);
+				/* from anyone, even from no one (a turn reset by an
+				 * exec): this process catches up on the windows (H2) */
+				why |= SHARE_OTHER;
 				if (!fork_wait(s))
 					return why;
 			}
@@ -222,14 +216,10 @@ static int reader_gone(struct share_file *f, int k)
 	return !pid || share_proc_start(pid) != f->procs[k].start;
 }
 
-/* H9: waits until no shared call runs, in any process. Shared calls are
- * short (a stat, an lseek, a read), so a few pauses usually do; then it
- * sleeps on the count, which the last one out wakes. */
-/* The calling thread's own shared calls on my_share (a call it makes
- * inside one, from a signal handler, must not wait for itself). */
-static __thread struct pool_share *my_share;
-static __thread uint32_t my_reading;
-
+/* H9: waits until no shared call of another process runs (those of this
+ * process are ordered by its own locks, as its calls under the turn are).
+ * Shared calls are short (a stat, an lseek, a read), so a few pauses
+ * usually do; then it sleeps on the count, which the last one out wakes. */
 static void readers_drain(struct pool_share *s)
 {
 	struct share_file *f = s->f;
@@ -239,7 +229,7 @@ static void readers_drain(struct pool_share *s)
 		uint32_t *r = &f->reading[k].n;
 		for (unsigned waits = 0;; waits++) {
 			uint32_t c = __atomic_load_n(r, __ATOMIC_SEQ_CST);
-			if (c <= (s == my_share && (int)k == s->slot ? my_reading : 0))
+			if (!c || (int)k == s->slot)
 				break;
 			if (waits < 100) {
 				__builtin_ia32_pause();
@@ -279,23 +269,18 @@ int share_enter_shared(struct pool_share *s)
 	struct share_file *f = s->f;
 	__atomic_add_fetch(&f->reading[s->slot].n, 1, __ATOMIC_SEQ_CST);
 	uint32_t v = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST);
-	if (TURN_CALLS(v) == 0 && !__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST) &&
+	if ((TURN_CALLS(v) == 0 || TURN_PID(v) == s->pid) &&
+	    !__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST) &&
+	    !__atomic_load_n(&s->catching_up, __ATOMIC_SEQ_CST) &&
 	    __atomic_load_n(&s->wseen, __ATOMIC_ACQUIRE) ==
-		__atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE)) {
-		if (my_share != s)
-			my_reading = 0;
-		my_share = s;
-		my_reading++;
+		__atomic_load_n(&f->wseq, __ATOMIC_ACQUIRE))
 		return 1;
-	}
 	reading_out(s);
 	return 0;
 }
 
 void share_leave_shared(struct pool_share *s)
 {
-	if (my_share == s && my_reading)
-		my_reading--;
 	reading_out(s);
 }
 

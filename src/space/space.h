@@ -97,10 +97,11 @@ int share_any_maps(struct pool_share *s);
 /* Under the turn: windows [w, w + n) changed (their PPT entries). */
 void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n);
 /* On taking the turn from another process: calls drop(arg, w, n) for each
- * window range changed since this process last looked; 0, or -1 if too many
- * changed to tell (drop every window). */
-int share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t w, uint64_t n),
-			  void *arg);
+ * window range changed since this process last looked, or drop_all(arg)
+ * if too many changed to tell or all is set; then this process is up to
+ * date (its shared calls are possible again, H9). */
+void share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t w, uint64_t n),
+			   void (*drop_all)(void *arg), void *arg, int all);
 /* The shared lock table, and this process's slot (-1 if it has none). */
 struct lk_table *share_locks(struct pool_share *s);
 int share_slot(struct pool_share *s);
