@@ -45,26 +45,27 @@ static inline ferrite_fs *dir_fs(ferrite_dir *dir)
 	return dir ? *(ferrite_fs **)dir : NULL;
 }
 
-/* The calls that may run shared: PM_SHARED_name is defined for each, and
- * PM_IS_SHARED(name) is 1 for them, 0 for every other (the preprocessor's
- * "probe": only a defined name expands to two arguments). rw writes return
- * FS_NEED_TURN at once; lseek and read do when the description is shared
- * with another process (its offset lives in the coordination file). */
-#define PM_SHARED_rw	     PM_PROBE
-#define PM_SHARED_lseek	     PM_PROBE
-#define PM_SHARED_fstat	     PM_PROBE
-#define PM_SHARED_fstatat    PM_PROBE
-#define PM_SHARED_faccessat  PM_PROBE
-#define PM_SHARED_readlinkat PM_PROBE
-#define PM_PROBE	     ~, 1
+/* The calls that may run shared, and when: PM_SHARED_name is defined for
+ * each, and PM_SHARE_WHEN(name) is its condition (over the call's own
+ * parameters), 0 for every other call (the preprocessor's "probe": only a
+ * defined name expands to two arguments). rw shares its reads only; lseek
+ * and read return FS_NEED_TURN when the description is shared with another
+ * process (its offset lives in the coordination file). */
+#define PM_SHARED_rw	     PM_PROBE(!write)
+#define PM_SHARED_lseek	     PM_PROBE(1)
+#define PM_SHARED_fstat	     PM_PROBE(1)
+#define PM_SHARED_fstatat    PM_PROBE(1)
+#define PM_SHARED_faccessat  PM_PROBE(1)
+#define PM_SHARED_readlinkat PM_PROBE(1)
+#define PM_PROBE(when)	     ~, (when)
 #define PM_SECOND(a, b, ...) b
-#define PM_IS_PROBE(...)     PM_SECOND(__VA_ARGS__, 0, 0)
-#define PM_IS_SHARED(name)   PM_IS_PROBE(PM_SHARED_##name)
+#define PM_PROBE_WHEN(...)   PM_SECOND(__VA_ARGS__, 0, 0)
+#define PM_SHARE_WHEN(name)  PM_PROBE_WHEN(PM_SHARED_##name)
 
 #define PM_FS_CALL(ret, name, params, args)                                                        \
 	static ret pm_##name params                                                                \
 	{                                                                                          \
-		if (PM_IS_SHARED(name))                                                            \
+		if (PM_SHARE_WHEN(name))                                                           \
 			return PM_SHARED_CALL(fs, pmfs_##name args);                               \
 		return PM_CALL(fs, pmfs_##name args);                                              \
 	}

@@ -223,7 +223,8 @@ static int reader_gone(struct share_file *f, int k)
 static void readers_drain(struct pool_share *s)
 {
 	struct share_file *f = s->f;
-	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	/* no fence needed: the turn's compare-and-swap and these loads are
+	 * all seq_cst, so they are ordered against the readers' add-then-load */
 	uint32_t n = __atomic_load_n(&f->nslots, __ATOMIC_ACQUIRE);
 	for (uint32_t k = 0; k < n && k < SHARE_PROCS; k++) {
 		uint32_t *r = &f->reading[k].n;
