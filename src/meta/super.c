@@ -388,9 +388,11 @@ int meta_turn_enter(struct meta *m)
 			"entry failed: %s (run `ferrite fsck`)\n",
 			m->pool.path, fr_err_get());
 	/* a replayed entry changed the PPT without the hooks that note it */
-	if (why & (SHARE_OTHER | SHARE_DEAD))
+	if (why & (SHARE_OTHER | SHARE_DEAD)) {
 		share_changed_windows(m->pool.share, drop_windows, drop_all_windows, &m->sp,
 				      why & SHARE_DEAD);
+		share_caught_up(m->pool.share, why);
+	}
 	return why;
 }
 

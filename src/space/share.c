@@ -20,12 +20,16 @@
  *               each change is noted in wring by the process that made it
  *               (vspace.c's hooks); one that fell more than SHARE_WRING
  *               changes behind, or takes over from a process that died
- *               inside a call, drops every window;
+ *               inside a call, drops every window; the taker holds the
+ *               turn at TURN_INSIDE until it has (share_caught_up), so no
+ *               other thread of its process runs a call meanwhile;
  *             H3 the turn word changes only by compare-and-swap; it is taken
  *               from a process that is inside a call only once that process
  *               is gone (no /proc entry, a zombie, or another start time);
  *               the taker replays the log first (on_turn SHARE_DEAD), as a
- *               mount after a crash would;
+ *               mount after a crash would; dead_pending says that replay
+ *               is still owed (a taker that stepped out for a fork before
+ *               replaying leaves it to the next taker);
  *             H4 sc_ino counts, per inode, the processes that hold it open
  *               and those that map it; it changes only under the turn, and
  *               an unlinked inode is released only when no process holds
@@ -176,7 +180,7 @@ static void fork_reserve(struct pool_share *s)
 	pthread_mutex_unlock(&s->tab_lock);
 	if (s->child_slot >= 0)
 		s->fork_hook(s->fork_arg, s->child_slot);
-	share_leave(s);
+	share_turn_release(s);
 }
 
 static void before_fork(void)
@@ -455,7 +459,7 @@ void share_detach(struct pool *p)
 		pthread_mutex_lock(&s->tab_lock);
 		slot_reap(s->f, s->slot);
 		pthread_mutex_unlock(&s->tab_lock);
-		share_leave(s);
+		share_turn_release(s);
 	}
 	munmap(s->f, s->len);
 	/* the last process out removes the coordination file; a forked child

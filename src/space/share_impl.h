@@ -14,7 +14,7 @@
 #include "space/space.h"
 
 #define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
-#define SHARE_VERSION 8
+#define SHARE_VERSION 9
 #define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
 #define SHARE_WRING   4096	 /* window changes a process may fall behind by */
 
@@ -54,7 +54,7 @@ struct share_file {
 	uint32_t turn;	  /* futex word: holder pid << TURN_SHIFT | calls inside */
 	uint32_t waiters; /* entries set in waiting (H7) */
 	uint32_t holder_pid;
-	uint32_t pad;
+	uint32_t dead_pending; /* a holder died inside a call; log not replayed yet (H3) */
 	uint64_t holder_start; /* holder_pid's start time (/proc/pid/stat) */
 	uint64_t holder_since; /* CLOCK_MONOTONIC ns it took the turn (its quantum) */
 	uint32_t nino, live;
@@ -115,6 +115,8 @@ uint64_t share_now_ns(void); /* CLOCK_MONOTONIC */
 /* Counts the calling thread in the turn, for this process, and waits until
  * no shared call runs (H1-H3, H8, H9); returns why with SHARE_* bits added. */
 int share_turn_take(struct pool_share *s, int why);
+/* Leaves a turn share_turn_take returned, caught up or not (H2, H3). */
+void share_turn_release(struct pool_share *s);
 
 /* share.c, under the turn and tab_lock: gives slot k back if its process is
  * gone (the next call releases what only it held); 1 if it did. */

@@ -42,9 +42,12 @@ uint64_t share_now_ns(void)
 #define TURN_QUANTUM_NS 1000000
 #define TURN_GRACE_NS	5000 /* a holder's gap between two calls of a burst */
 
-static int take(struct pool_share *s, uint32_t *v, uint32_t calls)
+/* Takes the turn over from its last holder: at TURN_INSIDE, so that no
+ * other thread of this process joins before the taker has caught up (H2,
+ * H3; share_caught_up opens it). */
+static int take(struct pool_share *s, uint32_t *v)
 {
-	uint32_t nv = s->pid << TURN_SHIFT | calls;
+	uint32_t nv = s->pid << TURN_SHIFT | TURN_INSIDE;
 	if (!__atomic_compare_exchange_n(&s->f->turn, v, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return 0;
 	__atomic_store_n(&s->f->holder_pid, 0, __ATOMIC_RELEASE);
@@ -54,13 +57,39 @@ static int take(struct pool_share *s, uint32_t *v, uint32_t calls)
 	return 1;
 }
 
+void share_turn_release(struct pool_share *s)
+{
+	uint32_t inside = s->pid << TURN_SHIFT | TURN_INSIDE;
+	/* taken over but not caught up: free, so that whoever takes it next
+	 * (this process too) catches up as from another (H2); a death it
+	 * took over from stays in dead_pending (H3) */
+	if (!__atomic_compare_exchange_n(&s->f->turn, &inside, 0, 0, __ATOMIC_SEQ_CST,
+					 __ATOMIC_SEQ_CST)) {
+		share_leave(s);
+		return;
+	}
+	if (__atomic_load_n(&s->f->waiters, __ATOMIC_SEQ_CST))
+		share_futex(&s->f->turn, FUTEX_WAKE, INT_MAX, NULL);
+}
+
+void share_caught_up(struct pool_share *s, int why)
+{
+	uint32_t inside = s->pid << TURN_SHIFT | TURN_INSIDE;
+	if (why & SHARE_DEAD)
+		__atomic_store_n(&s->f->dead_pending, 0, __ATOMIC_SEQ_CST);
+	/* only the taker can find it so: no other thread of this process is
+	 * past turn_count_in while the turn is at TURN_INSIDE */
+	__atomic_compare_exchange_n(&s->f->turn, &inside, s->pid << TURN_SHIFT | 1, 0,
+				    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 /* After counting itself in: if a fork is being prepared, steps out again
  * and waits for it (returns 1: try again). */
 static int fork_wait(struct pool_share *s)
 {
 	if (share_fork_thread || !__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST))
 		return 0;
-	share_leave(s);
+	share_turn_release(s);
 	while (__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST))
 		sched_yield();
 	return 1;
@@ -170,11 +199,15 @@ static int turn_count_in(struct pool_share *s, int why)
 				burst = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) != v;
 				continue;
 			}
-			if (take(s, &v, 1)) {
+			if (take(s, &v)) {
 				s->prev = TURN_PID(v);
 				/* from anyone, even from no one (a turn reset by an
-				 * exec): this process catches up on the windows (H2) */
+				 * exec): this process catches up on the windows (H2),
+				 * and replays the log of a death no one recovered yet
+				 * (a taker that stepped out for a fork, H3) */
 				why |= SHARE_OTHER;
+				if (__atomic_load_n(&f->dead_pending, __ATOMIC_SEQ_CST))
+					why |= SHARE_DEAD;
 				if (!fork_wait(s))
 					return why;
 			}
@@ -199,8 +232,9 @@ static int turn_count_in(struct pool_share *s, int why)
 		int woken_by = r == -1 ? errno : 0;
 		waiter_out(s, seen, me);
 		if ((woken_by == ETIMEDOUT || woken_by == EINTR) && holder_gone(f, TURN_PID(v)) &&
-		    take(s, &v, 1)) {
+		    take(s, &v)) {
 			s->prev = TURN_PID(v);
+			__atomic_store_n(&f->dead_pending, 1, __ATOMIC_SEQ_CST);
 			why |= SHARE_OTHER | SHARE_DEAD;
 			if (!fork_wait(s))
 				return why;

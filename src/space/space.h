@@ -75,6 +75,10 @@ void share_remove_stale(const struct stat *pst);
 #define SHARE_REAPED 8 /* a gone process's holds were dropped: release orphans */
 /* Brackets each outermost call (H1); s NULL: no-op. */
 int share_enter(struct pool_share *s);
+/* After share_enter returned SHARE_OTHER or SHARE_DEAD and the caller has
+ * caught up (dropped its windows; replayed the log): the turn, taken over
+ * for it alone, is opened to the process's other threads (H2, H3). */
+void share_caught_up(struct pool_share *s, int why);
 void share_leave(struct pool_share *s);
 /* A shared call (share.c H9): one that only reads the pool may run in many
  * processes at once, while no exclusive call runs anywhere. 1: entered

@@ -1,0 +1,128 @@
+/*
+ * share_test.c -- the pool's turn as one process's threads see it when it
+ * is taken over from another (share.c H2, H3): the taker holds it alone
+ * until it has caught up, a taker that steps out first leaves the catch-up
+ * (and a replay owed for a death) to the next, and none of it is lost.
+ */
+#include <errno.h>
+#include <pthread.h>
+
+#include "ferrite.h"
+#include "space/share_impl.h"
+#include "unit.h"
+
+static int shared_pool(struct pool *p)
+{
+	const char *path = unit_pool_path("share");
+	unlink(path);
+	struct ferrite_mkfs_opts o = {.size = 32 * FR_MIB};
+	if (ferrite_mkfs(path, &o))
+		return 1;
+	memset(p, 0, sizeof(*p));
+	return pool_open(p, path, POOL_SHARED) != 0 || !p->share;
+}
+
+static void shared_pool_close(struct pool *p)
+{
+	char path[128];
+	snprintf(path, sizeof(path), "%s", p->path);
+	pool_close(p);
+	unlink(path);
+}
+
+struct joiner {
+	struct pool_share *s;
+	int entered, why;
+};
+
+static void *join_turn(void *arg)
+{
+	struct joiner *j = arg;
+	j->why = share_enter(j->s);
+	__atomic_store_n(&j->entered, 1, __ATOMIC_SEQ_CST);
+	share_leave(j->s);
+	return NULL;
+}
+
+/* A thread of the taker's process that comes while the taker catches up
+ * waits until it has: it would run through windows not yet dropped. */
+static int joiner_waits_for_catch_up(void)
+{
+	struct pool p;
+	CHECK_EQ(shared_pool(&p), 0);
+	struct pool_share *s = p.share;
+	__atomic_store_n(&s->f->turn, 0, __ATOMIC_SEQ_CST); /* as if another had let it go */
+	int why = share_enter(s);
+	CHECK(why & SHARE_OTHER);
+	CHECK_EQ(TURN_CALLS(s->f->turn), TURN_INSIDE);
+	struct joiner j = {.s = s};
+	pthread_t t;
+	CHECK_EQ(pthread_create(&t, NULL, join_turn, &j), 0);
+	usleep(100000); /* it would have joined by now, were it let in */
+	int early = __atomic_load_n(&j.entered, __ATOMIC_SEQ_CST);
+	share_caught_up(s, why);
+	pthread_join(t, NULL);
+	CHECK_EQ(early, 0);
+	CHECK_EQ(j.entered, 1);
+	CHECK_EQ(j.why & SHARE_OTHER, 0); /* joined: nothing left to catch up on */
+	share_leave(s);
+	CHECK_EQ(s->f->turn, s->pid << TURN_SHIFT);
+	shared_pool_close(&p);
+	return 0;
+}
+
+/* A taker that steps out before catching up (a fork being prepared) frees
+ * the turn: the next call, this process's too, catches up instead. */
+static int released_taker_leaves_catch_up(void)
+{
+	struct pool p;
+	CHECK_EQ(shared_pool(&p), 0);
+	struct pool_share *s = p.share;
+	__atomic_store_n(&s->f->turn, 0, __ATOMIC_SEQ_CST);
+	CHECK(share_turn_take(s, 0) & SHARE_OTHER);
+	share_turn_release(s);
+	CHECK_EQ(s->f->turn, 0);
+	int why = share_enter(s);
+	CHECK(why & SHARE_OTHER);
+	share_caught_up(s, why);
+	share_leave(s);
+	/* a turn held after catching up is resumed without a catch-up */
+	why = share_enter(s);
+	CHECK_EQ(why & SHARE_OTHER, 0);
+	share_turn_release(s); /* not at TURN_INSIDE: an ordinary leave */
+	CHECK_EQ(s->f->turn, s->pid << TURN_SHIFT);
+	shared_pool_close(&p);
+	return 0;
+}
+
+/* A replay owed for a holder that died stays owed until a taker has done
+ * it: takers that step out first pass it on. */
+static int replay_owed_until_done(void)
+{
+	struct pool p;
+	CHECK_EQ(shared_pool(&p), 0);
+	struct pool_share *s = p.share;
+	__atomic_store_n(&s->f->dead_pending, 1, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->f->turn, 0, __ATOMIC_SEQ_CST);
+	CHECK(share_turn_take(s, 0) & SHARE_DEAD);
+	share_turn_release(s);
+	int why = share_enter(s);
+	CHECK(why & SHARE_DEAD);
+	share_caught_up(s, why);
+	CHECK_EQ(s->f->dead_pending, 0);
+	share_leave(s);
+	__atomic_store_n(&s->f->turn, 0, __ATOMIC_SEQ_CST);
+	why = share_enter(s);
+	CHECK_EQ(why & SHARE_DEAD, 0);
+	share_caught_up(s, why);
+	share_leave(s);
+	shared_pool_close(&p);
+	return 0;
+}
+
+static const struct unit_case cases[] = {
+    {"joiner_waits_for_catch_up", joiner_waits_for_catch_up},
+    {"released_taker_leaves_catch_up", released_taker_leaves_catch_up},
+    {"replay_owed_until_done", replay_owed_until_done},
+};
+UNIT_MAIN(cases)
