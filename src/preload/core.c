@@ -228,13 +228,10 @@ struct sh_file *sh_file_new(int ffd, int oflags, const char *path)
 static int placeholder(int minfd, int cloexec, int at)
 {
 	if (at >= 0 && sh_park_claim(at)) { /* the number is a placeholder already */
-		if (!cloexec && REAL(fcntl)(at, F_SETFD, 0)) {
-			int e = errno;
+		int rc = sh_park_set_cloexec(at, cloexec);
+		if (rc)
 			sh_kclose(at);
-			return -e;
-		}
-		sh_park_cloexec(at, cloexec);
-		return at;
+		return rc ? rc : at;
 	}
 	if (at < 0) {
 		int p = sh_park_take(minfd, cloexec);

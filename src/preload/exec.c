@@ -144,6 +144,7 @@ void sh_exec_prepare_view(char *const envp[], struct sh_prep *pr, const struct s
 {
 	pr->env = NULL;
 	pr->memfd = -1;
+	sh_park_before_exec();
 	if (sh_depth || !sh_fs_if_mounted())
 		return;
 	if (sh_forked || !env_has_shim(envp)) {

@@ -2,12 +2,15 @@
  * park.c -- placeholders kept open for the next open (S4 in shim.h): when the
  * program closes a pool descriptor, its placeholder is parked instead of
  * closed, and the next open of a pool file takes it back, so an open and a
- * close of a pool file make no system call in the common case (an
- * O_CLOEXEC open; one without costs one fcntl, as before).
+ * close of a pool file make no system call in the common case: a number
+ * keeps the close-on-exec flag its last open gave it, so a program that
+ * opens its files alike (with O_CLOEXEC or without) never changes it.
  *
  * Invariants: P1 a parked number is open in the kernel, an O_PATH handle of
- *               /dev/null with FD_CLOEXEC, in no table slot (S2), so exec
- *               closes it and nothing else can be given its number;
+ *               /dev/null, in no table slot (S2), so nothing else can be
+ *               given its number; its FD_CLOEXEC is as cloexec_bits says,
+ *               and every exec the shim makes or sees sets it first
+ *               (sh_park_before_exec), so no new image inherits one;
  *             P2 open_below: every number below it was open when last
  *               checked -- it rises to t + 1 when the kernel gives the
  *               placeholder t (its lowest free number) and falls to any
@@ -125,14 +128,45 @@ int sh_park_take(int minfd, int cloexec)
 		drop(best);
 	}
 	pthread_mutex_unlock(&park_lock);
-	if (fd >= 0 && !cloexec) {
-		if (REAL(fcntl)(fd, F_SETFD, 0)) {
-			sh_kclose(fd);
-			return -1;
-		}
-		sh_park_cloexec(fd, 0);
+	if (fd >= 0 && sh_park_set_cloexec(fd, cloexec)) {
+		sh_kclose(fd);
+		return -1;
 	}
 	return fd;
+}
+
+static int cloexec_is(int fd)
+{
+	return fd >= 0 && fd < PARK_FDS &&
+	       (__atomic_load_n(&cloexec_bits[fd / 64], __ATOMIC_RELAXED) >> (fd % 64) & 1);
+}
+
+int sh_park_set_cloexec(int fd, int on)
+{
+	if (cloexec_is(fd) == !!on)
+		return 0; /* as it is: no system call (P1) */
+	if (REAL(fcntl)(fd, F_SETFD, on ? FD_CLOEXEC : 0))
+		return -errno;
+	sh_park_cloexec(fd, on);
+	return 0;
+}
+
+void sh_park_before_exec(void)
+{
+	if (!__atomic_load_n(&nparked, __ATOMIC_RELAXED))
+		return;
+	int owner = is_owner();
+	pthread_mutex_lock(&park_lock);
+	/* all of them, whatever the bits say: an exec is rare and dear, and a
+	 * leaked number would be the new image's for good */
+	for (int i = 0; i < nparked; i++) {
+		int fd = parked[i];
+		/* a vfork child sets it in its own table only: the bits are
+		 * its parent's (P3) */
+		if (!REAL(fcntl)(fd, F_SETFD, FD_CLOEXEC) && owner)
+			sh_park_cloexec(fd, 1);
+	}
+	pthread_mutex_unlock(&park_lock);
 }
 
 int sh_park_put(int fd)
@@ -140,12 +174,6 @@ int sh_park_put(int fd)
 	/* 0-2 never: the program may close one to have open() give it back */
 	if (fd < 3 || fd >= PARK_FDS || __atomic_load_n(&nparked, __ATOMIC_RELAXED) >= PARK_MAX)
 		return 0;
-	/* P1: parked with FD_CLOEXEC (one fcntl instead of the close) */
-	if (!(__atomic_load_n(&cloexec_bits[fd / 64], __ATOMIC_RELAXED) & (1ULL << (fd % 64)))) {
-		if (REAL(fcntl)(fd, F_SETFD, FD_CLOEXEC))
-			return 0;
-		sh_park_cloexec(fd, 1);
-	}
 	pthread_mutex_lock(&park_lock);
 	int ok = nparked < PARK_MAX;
 	if (ok) {

@@ -220,6 +220,11 @@ int sh_park_release(void);
 /* What the shim learns of descriptor numbers: placeholder fd's
  * close-on-exec flag, the kernel's lowest free number, a number freed. */
 void sh_park_cloexec(int fd, int on);
+/* Gives placeholder fd the close-on-exec flag asked for: a system call only
+ * if it has another (P1); -errno. */
+int sh_park_set_cloexec(int fd, int on);
+/* Before any exec: every parked number gets FD_CLOEXEC (P1). */
+void sh_park_before_exec(void);
 void sh_park_opened(int fd);
 void sh_park_freed(int fd);
 /* close(2) of a number the shim opened (sh_park_freed) */

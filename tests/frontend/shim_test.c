@@ -119,6 +119,30 @@ static void case_reuse(void)
 	char cmd[64];
 	snprintf(cmd, sizeof(cmd), "test ! -e /proc/self/fd/%d", n);
 	CHECK(system(cmd) == 0);
+	/* a number keeps the flag of its last open: the next open asks for
+	 * its own, whatever the number had */
+	int c1 = open("/pm/r", O_RDONLY);
+	CHECK(c1 > 2 && fcntl(c1, F_GETFD) == 0 && close(c1) == 0);
+	int c2 = open("/pm/r", O_RDONLY | O_CLOEXEC);
+	CHECK(c2 == c1 && fcntl(c2, F_GETFD) == FD_CLOEXEC && close(c2) == 0);
+	int c3 = open("/pm/r", O_RDONLY);
+	CHECK(c3 == c1 && fcntl(c3, F_GETFD) == 0 && close(c3) == 0);
+	/* ... and exec closes it in every way a program starts another: a
+	 * vfork child's execv (which must leave the parent's flags alone) and
+	 * posix_spawn */
+	snprintf(cmd, sizeof(cmd), "test ! -e /proc/self/fd/%d", c1);
+	char *sh_argv[] = {"sh", "-c", cmd, NULL};
+	pid_t vp = vfork();
+	if (vp == 0) {
+		execv("/bin/sh", sh_argv);
+		_exit(127);
+	}
+	int vst;
+	CHECK(vp > 0 && waitpid(vp, &vst, 0) == vp && WIFEXITED(vst) && !WEXITSTATUS(vst));
+	CHECK(open("/pm/r", O_RDONLY) == c1 && fcntl(c1, F_GETFD) == 0 && close(c1) == 0);
+	pid_t sp;
+	CHECK(posix_spawn(&sp, "/bin/sh", NULL, NULL, sh_argv, environ) == 0);
+	CHECK(waitpid(sp, &vst, 0) == sp && WIFEXITED(vst) && !WEXITSTATUS(vst));
 	/* dup2 of a host file onto a kept number: the program's from then on */
 	int m = open("/pm/r", O_RDONLY | O_CLOEXEC);
 	CHECK(m > 2 && close(m) == 0);
