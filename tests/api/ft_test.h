@@ -385,6 +385,35 @@ static inline int ft_run(const struct ft_case *cases, size_t n, int argc, char *
 	return failed ? 1 : 0;
 }
 
+/* For tests whose every case starts on a fresh pool: ft_run with a before
+ * that formats path (size bytes, over what a case left). */
+struct ft_fresh {
+	const char *path;
+	uint64_t size;
+};
+
+static inline struct ft_fresh *ft_fresh_cfg(void)
+{
+	static struct ft_fresh cfg;
+	return &cfg;
+}
+
+static inline int ft_fresh_before(const struct ft_case *c)
+{
+	(void)c;
+	struct ferrite_mkfs_opts o = {.size = ft_fresh_cfg()->size, .force = 1};
+	FT_OK(ferrite_mkfs(ft_fresh_cfg()->path, &o));
+	return 0;
+}
+
+static inline int ft_run_fresh(const struct ft_case *cases, size_t n, int argc, char **argv,
+			       const char *path, uint64_t size)
+{
+	ft_fresh_cfg()->path = path;
+	ft_fresh_cfg()->size = size;
+	return ft_run(cases, n, argc, argv, ft_fresh_before, NULL);
+}
+
 /* ---- data ----------------------------------------------------------------- */
 
 static inline uint64_t ft_mix64(uint64_t x)
@@ -468,6 +497,24 @@ static inline long long ft_verify(const void *buf, size_t len, uint64_t key, uin
 		done += n;
 	}
 	return -1;
+}
+
+/* Whether path holds exactly len bytes of ft_fill(key) (says what it read if not). */
+static inline int ft_read_check(ferrite_fs *fs, const char *path, uint64_t key, size_t len)
+{
+	char *buf = malloc(len + 1);
+	int fd = buf ? ferrite_open(fs, path, O_RDONLY, 0) : -ENOMEM;
+	long long n = fd;
+	if (fd >= 0) {
+		n = ferrite_pread(fs, fd, buf, len + 1, 0);
+		ferrite_close(fs, fd);
+	}
+	int ok = n == (long long)len && ft_verify(buf, len, key, 0) < 0;
+	if (!ok)
+		fprintf(stderr, "  %s: read %lld bytes, want %zu of key %llu\n", path, n, len,
+			(unsigned long long)key);
+	free(buf);
+	return ok ? 0 : -1;
 }
 
 static inline int ft_all_zero(const void *buf, size_t len)

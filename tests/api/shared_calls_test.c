@@ -210,16 +210,8 @@ static const struct ft_case cases[] = {
     {"reader_killed", c_reader_killed, 0},
 };
 
-static int before(const struct ft_case *c)
-{
-	(void)c;
-	struct ferrite_mkfs_opts o = {.size = 256 * MiB, .force = 1};
-	FT_OK(ferrite_mkfs(pool, &o));
-	return 0;
-}
-
 int main(int argc, char **argv)
 {
 	pool = ft_pool_path("shared_calls", "main");
-	return ft_run(cases, sizeof(cases) / sizeof(cases[0]), argc, argv, before, NULL);
+	return ft_run_fresh(cases, sizeof(cases) / sizeof(cases[0]), argc, argv, pool, 256 * MiB);
 }
