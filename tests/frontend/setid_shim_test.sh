@@ -17,7 +17,13 @@ ferrite=$1 kind=${2:-pm}
 command -v setpriv >/dev/null || { echo "SKIP: no setpriv"; exit 77; }
 pool=$(mktemp /dev/shm/ferrite-test-XXXXXX.pool)
 backing=$(mktemp -d /tmp/ferrite-setid-XXXXXX)
-trap 'rm -rf "$pool" "$backing"' EXIT
+# `ferrite run` leaves the pool's coordination file in /dev/shm for the next
+# process (docs/contracts.md); the pool goes, and so does it
+share_of() {
+	# shellcheck disable=SC2046 # device and inode, two words
+	printf '/dev/shm/ferrite-%x-%x-' $(stat -c '%d %i' "$1")
+}
+trap 'rm -f "$(share_of "$pool")"*.share; rm -rf "$pool" "$backing"' EXIT
 tier=()
 [ "$kind" = tier ] && tier=(--tier "$backing")
 "$ferrite" mkfs --force --size 64M "${tier[@]}" "$pool" >/dev/null 2>&1 || {
