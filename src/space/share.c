@@ -39,8 +39,11 @@
  *             H5 the coordination file is rebuilt from nothing by the first
  *               process to open the pool (it holds the pool's flock alone);
  *               later ones only check it, and the last one out removes it
- *               (or, when all died, whoever next holds the pool alone:
- *               fsck, mkfs, an exclusive mount).
+ *               unless it forked (its children share its flock, which so
+ *               cannot tell whether they are gone); a file left (all died,
+ *               a forking process, a program under `ferrite run`, which
+ *               exits without unmounting) goes when the pool is next held
+ *               alone: fsck, mkfs, an exclusive mount.
  *               Attach and that removal are serialised by an exclusive
  *               flock on the coordination file itself; an attacher that
  *               finds its file removed meanwhile opens the name again;
@@ -196,6 +199,7 @@ static void before_fork(void)
 				break;
 			sched_yield();
 		}
+		s->has_forked = 1;
 		fork_reserve(s);
 	}
 }
@@ -462,9 +466,15 @@ void share_detach(struct pool *p)
 		share_turn_release(s);
 	}
 	munmap(s->f, s->len);
-	/* the last process out removes the coordination file; a forked child
-	 * shares its parent's flock and must not try */
-	int fd = s->pid == s->attacher ? open(s->name, O_RDWR | O_NOFOLLOW | O_CLOEXEC) : -1;
+	/* the last process out removes the coordination file. Not a process
+	 * that forked: its children share the pool descriptor, flock and all
+	 * (one open file description), so the flock cannot say whether they
+	 * still hold the pool, and taking it exclusive would take it for them
+	 * too, shutting every later process out; their file stays for them and
+	 * is removed by whoever next holds the pool alone (H5) */
+	int fd = s->pid == s->attacher && !s->has_forked
+		     ? open(s->name, O_RDWR | O_NOFOLLOW | O_CLOEXEC)
+		     : -1;
 	struct stat st;
 	if (fd >= 0 && !flock(fd, LOCK_EX) && !fstat(fd, &st) && st.st_ino == s->file_ino &&
 	    !flock(p->fd, LOCK_EX | LOCK_NB))

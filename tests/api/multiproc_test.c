@@ -535,16 +535,67 @@ static int c_alone(void)
 	return 0;
 }
 
+/* The pool's coordination file in /dev/shm (src/space/share.c). */
+static int share_name(char *name, size_t n)
+{
+	struct stat pst;
+	FT_CHECK(stat(pool, &pst) == 0, "stat %s", pool);
+	snprintf(name, n, "/dev/shm/ferrite-%llx-%llx-%u.share", (unsigned long long)pst.st_dev,
+		 (unsigned long long)pst.st_ino, (unsigned)pst.st_uid);
+	return 0;
+}
+
+/* A parent that unmounts while the child it forked goes on: the child
+ * shares the parent's pool descriptor and flock, so the coordination file
+ * must stay for it, and a process that mounts the pool afterwards shares
+ * it with the child -- neither shut out nor coordinated apart. */
+static int c_parent_leaves_first(void)
+{
+	char name[128];
+	FT_RUN(share_name(name, sizeof(name)));
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_OK(ferrite_mkdir(fs, "/d", 0755));
+	struct pingpong pp;
+	FT_CHECK(pipe(pp.to_child) == 0 && pipe(pp.to_parent) == 0, "pipe");
+	fflush(NULL);
+	pid_t pid = fork();
+	if (pid == 0) {
+		ft_npools = 0;
+		close(pp.to_child[1]); /* a parent that gives up ends its waits */
+		int bad = step_wait(pp.to_child[0]) != 0;
+		bad |= ft_write_file(fs, "/d/child", 5, 70000, 0) != 0;
+		step_send(pp.to_parent[1]);
+		bad |= step_wait(pp.to_child[0]) != 0;
+		bad |= ft_read_check(fs, "/d/later", 6, 50000) != 0;
+		_exit(bad);
+	}
+	FT_OK(ferrite_unmount(fs));
+	struct stat st;
+	FT_CHECK(stat(name, &st) == 0, "%s went while the forked child holds the pool", name);
+	step_send(pp.to_child[1]);
+	FT_CHECK(step_wait(pp.to_parent[0]) == 0, "the child's write failed (status %d)",
+		 ft_reap(pid));
+	/* a mount of its own (another open file description), beside the child */
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_RUN(ft_read_check(fs, "/d/child", 5, 70000));
+	FT_OK(ft_write_file(fs, "/d/later", 6, 50000, 0));
+	step_send(pp.to_child[1]);
+	FT_EQ(ft_reap(pid), 0);
+	for (int k = 0; k < 2; k++) {
+		close(pp.to_child[k]);
+		close(pp.to_parent[k]);
+	}
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
 /* Every process of a pool killed: the coordination file they leave in
  * /dev/shm (3 MiB) goes when the pool is next held alone (fsck here). */
 static int c_stale_share(void)
 {
-	struct stat pst;
-	FT_CHECK(stat(pool, &pst) == 0, "stat %s", pool);
 	char name[128];
-	snprintf(name, sizeof(name), "/dev/shm/ferrite-%llx-%llx-%u.share",
-		 (unsigned long long)pst.st_dev, (unsigned long long)pst.st_ino,
-		 (unsigned)pst.st_uid);
+	FT_RUN(share_name(name, sizeof(name)));
 	int go[2];
 	FT_CHECK(pipe(go) == 0, "pipe");
 	fflush(NULL);
@@ -579,6 +630,7 @@ static const struct ft_case cases[] = {
     {"mapped_elsewhere", c_mapped_elsewhere, 0},
     {"alone", c_alone, 0},
     {"online_check", c_online_check, 0},
+    {"parent_leaves_first", c_parent_leaves_first, 0},
     {"stale_share", c_stale_share, 0},
 };
 
