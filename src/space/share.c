@@ -22,7 +22,8 @@
  *               changes behind, or takes over from a process that died
  *               inside a call, drops every window; the taker holds the
  *               turn at TURN_INSIDE until it has (share_caught_up), so no
- *               other thread of its process runs a call meanwhile;
+ *               other thread of its process runs a call meanwhile (one
+ *               from inside its own, a signal handler's, runs in its turn);
  *             H3 the turn word changes only by compare-and-swap; it is taken
  *               from a process that is inside a call only once that process
  *               is gone (no /proc entry, a zombie, or another start time);

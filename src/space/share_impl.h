@@ -90,6 +90,7 @@ struct pool_share {
 	int catching_up;   /* dropping windows: no shared call may start (H9) */
 	int forked;	   /* a forked child that has not entered yet */
 	int has_forked;	   /* this process forked while attached (share_detach) */
+	int nested;	   /* calls inside the turn's taker's, uncounted (share_turn.c) */
 	uint32_t attacher; /* the process that attached (not a forked child) */
 	uint64_t file_ino; /* of the coordination file */
 	char name[112];	   /* and its path */

@@ -42,6 +42,13 @@ uint64_t share_now_ns(void)
 #define TURN_QUANTUM_NS 1000000
 #define TURN_GRACE_NS	5000 /* a holder's gap between two calls of a burst */
 
+/* The thread that took the turn over and has not caught up yet. The calls
+ * it makes meanwhile from inside (a signal handler's write to a pool file)
+ * run in its turn, uncounted, as the turn is at TURN_INSIDE: s->nested
+ * counts them, the taker's alone, as no other thread of the process is
+ * inside a call until the turn opens. */
+static __thread struct pool_share *inside_taker;
+
 /* Takes the turn over from its last holder: at TURN_INSIDE, so that no
  * other thread of this process joins before the taker has caught up (H2,
  * H3; share_caught_up opens it). */
@@ -50,6 +57,7 @@ static int take(struct pool_share *s, uint32_t *v)
 	uint32_t nv = s->pid << TURN_SHIFT | TURN_INSIDE;
 	if (!__atomic_compare_exchange_n(&s->f->turn, v, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return 0;
+	inside_taker = s;
 	__atomic_store_n(&s->f->holder_pid, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&s->f->holder_since, share_now_ns(), __ATOMIC_RELEASE);
 	__atomic_store_n(&s->f->holder_start, s->start, __ATOMIC_RELEASE);
@@ -63,11 +71,12 @@ void share_turn_release(struct pool_share *s)
 	/* taken over but not caught up: free, so that whoever takes it next
 	 * (this process too) catches up as from another (H2); a death it
 	 * took over from stays in dead_pending (H3) */
-	if (!__atomic_compare_exchange_n(&s->f->turn, &inside, 0, 0, __ATOMIC_SEQ_CST,
-					 __ATOMIC_SEQ_CST)) {
+	if (inside_taker != s || !__atomic_compare_exchange_n(&s->f->turn, &inside, 0, 0,
+							      __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) {
 		share_leave(s);
 		return;
 	}
+	inside_taker = NULL;
 	if (__atomic_load_n(&s->f->waiters, __ATOMIC_SEQ_CST))
 		share_futex(&s->f->turn, FUTEX_WAKE, INT_MAX, NULL);
 }
@@ -77,8 +86,9 @@ void share_caught_up(struct pool_share *s, int why)
 	uint32_t inside = s->pid << TURN_SHIFT | TURN_INSIDE;
 	if (why & SHARE_DEAD)
 		__atomic_store_n(&s->f->dead_pending, 0, __ATOMIC_SEQ_CST);
-	/* only the taker can find it so: no other thread of this process is
-	 * past turn_count_in while the turn is at TURN_INSIDE */
+	if (inside_taker != s)
+		return; /* it joined: the taker opened the turn */
+	inside_taker = NULL;
 	__atomic_compare_exchange_n(&s->f->turn, &inside, s->pid << TURN_SHIFT | 1, 0,
 				    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
 }
@@ -161,6 +171,10 @@ static int turn_count_in(struct pool_share *s, int why)
 			/* ours: join the calls inside, or resume an idle turn --
 			 * after a short pause if another process asked for it */
 			if (TURN_CALLS(v) == TURN_INSIDE) {
+				if (inside_taker == s) { /* a call from inside the taker's */
+					__atomic_add_fetch(&s->nested, 1, __ATOMIC_RELAXED);
+					return why;
+				}
 				sched_yield();
 				continue;
 			}
@@ -323,6 +337,10 @@ void share_leave(struct pool_share *s)
 {
 	if (!s)
 		return;
+	if (__atomic_load_n(&s->nested, __ATOMIC_RELAXED)) { /* uncounted (inside_taker) */
+		__atomic_sub_fetch(&s->nested, 1, __ATOMIC_RELAXED);
+		return;
+	}
 	uint32_t v = __atomic_sub_fetch(&s->f->turn, 1, __ATOMIC_SEQ_CST);
 	if (TURN_CALLS(v) == 0 && __atomic_load_n(&s->f->waiters, __ATOMIC_SEQ_CST))
 		share_futex(&s->f->turn, FUTEX_WAKE, INT_MAX, NULL);

@@ -71,6 +71,32 @@ static int joiner_waits_for_catch_up(void)
 	return 0;
 }
 
+/* A call the taker makes while it catches up (a signal handler's write to
+ * a pool file) runs in its turn: it neither waits for itself for good nor
+ * changes the count. */
+static int taker_nests(void)
+{
+	struct pool p;
+	CHECK_EQ(shared_pool(&p), 0);
+	struct pool_share *s = p.share;
+	__atomic_store_n(&s->f->turn, 0, __ATOMIC_SEQ_CST);
+	alarm(20); /* a wait for itself ends the test */
+	int why = share_enter(s);
+	CHECK(why & SHARE_OTHER);
+	int inner = share_enter(s);
+	CHECK_EQ(inner & SHARE_OTHER, 0);
+	CHECK_EQ(TURN_CALLS(s->f->turn), TURN_INSIDE);
+	share_leave(s);
+	CHECK_EQ(TURN_CALLS(s->f->turn), TURN_INSIDE);
+	share_caught_up(s, why);
+	CHECK_EQ(s->f->turn, s->pid << TURN_SHIFT | 1);
+	share_leave(s);
+	alarm(0);
+	CHECK_EQ(s->f->turn, s->pid << TURN_SHIFT);
+	shared_pool_close(&p);
+	return 0;
+}
+
 /* A taker that steps out before catching up (a fork being prepared) frees
  * the turn: the next call, this process's too, catches up instead. */
 static int released_taker_leaves_catch_up(void)
@@ -122,6 +148,7 @@ static int replay_owed_until_done(void)
 
 static const struct unit_case cases[] = {
     {"joiner_waits_for_catch_up", joiner_waits_for_catch_up},
+    {"taker_nests", taker_nests},
     {"released_taker_leaves_catch_up", released_taker_leaves_catch_up},
     {"replay_owed_until_done", replay_owed_until_done},
 };
