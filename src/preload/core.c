@@ -223,6 +223,29 @@ struct sh_file *sh_file_new(int ffd, int oflags, const char *path)
 	return f;
 }
 
+void sh_report_damage(void)
+{
+	static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+	static char last[256];
+	char msg[256];
+	const char *m = SH_CALL(ferrite_errmsg());
+	size_t n = 0;
+	/* the message may quote what the pool holds: nothing reaches the
+	 * terminal that is not printable */
+	for (; m && m[n] && n < sizeof(msg) - 1; n++)
+		msg[n] = (unsigned char)m[n] < 0x20 || m[n] == 0x7f ? '?' : m[n];
+	msg[n] = 0;
+	if (!n)
+		return;
+	pthread_mutex_lock(&lock);
+	int seen = strcmp(last, msg) == 0;
+	if (!seen)
+		memcpy(last, msg, sizeof(msg));
+	pthread_mutex_unlock(&lock);
+	if (!seen)
+		fprintf(stderr, "ferrite: %s: %s\n", sh_cfg.prefix, msg);
+}
+
 /* A placeholder descriptor (S1): >= minfd, or exactly `at`; a parked one
  * if it may be (S4). */
 static int placeholder(int minfd, int cloexec, int at)

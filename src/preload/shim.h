@@ -146,10 +146,17 @@ ferrite_fs *sh_fs(int *err);
 /* The pool if already mounted (no mount attempt). */
 ferrite_fs *sh_fs_if_mounted(void);
 
+/* The library found the pool damaged (-EUCLEAN): its message, which says
+ * what and where, goes to stderr (once while it repeats), as errno alone
+ * says only "Structure needs cleaning". */
+void sh_report_damage(void);
+
 /* Sets errno from a -errno result and returns -1; passes results >= 0. */
 static inline long sh_ret(long rc)
 {
 	if (rc < 0) {
+		if (rc == -EUCLEAN)
+			sh_report_damage();
 		errno = (int)-rc;
 		return -1;
 	}

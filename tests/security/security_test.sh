@@ -10,6 +10,8 @@
 #                     itself, two entries of one name
 #   fuse_bad_names    the same pool through `ferrite mount` (root, /dev/fuse)
 #   run_bad_names     ... and through `ferrite run` (the preload shim)
+#   run_damaged_inode a file's inode overwritten: `ferrite run cat` fails
+#                     with EUCLEAN and the library's message on stderr
 #   stats_file_symlink  a symlink or a stranger's file planted where a tiered
 #                     pool's stats file goes
 #   default_dir_foreign_owner  /dev/shm/ferrite made by another user, a
@@ -205,6 +207,21 @@ case_fuse_bad_names() {
 	failed_cleanly || bad "cp -r through the mount should fail (exit $rc)"
 	nothing_escaped
 	need "$FERRITE" umount "$mnt"
+}
+
+case_run_damaged_inode() {
+	need "$FERRITE" mkfs --size 64M "$pool" >/dev/null 2>&1
+	local ino
+	ino=$("$FERRITE" run --pool "$pool" -- sh -c 'echo hi >/pm/f && stat -c %i /pm/f')
+	[ -n "$ino" ] || { bad "cannot make /pm/f"; return; }
+	# an inode number is its offset in the pool in units of 64 bytes
+	# (src/fs/fs.h ino_ptr): its first 48 bytes become 0xff
+	head -c 48 /dev/zero | tr '\0' '\377' |
+		dd of="$pool" bs=1 seek=$((ino * 64)) conv=notrunc status=none
+	run "$FERRITE" run --pool "$pool" -- cat /pm/f
+	failed_cleanly || bad "cat of a damaged inode should fail (exit $rc)"
+	err_has "[Ss]tructure needs cleaning" || bad "no EUCLEAN"
+	err_has "^ferrite: /pm: .*run .ferrite fsck." || bad "the library's message is not shown"
 }
 
 case_run_bad_names() {
