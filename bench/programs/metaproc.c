@@ -36,7 +36,8 @@ static int phase(const char *dir, int p, long lo, long hi, int which)
 	for (long i = lo; i < hi; i++) {
 		snprintf(path, sizeof(path), "%s/f%d-%ld", dir, p, i);
 		if (which == 0 || which == 1) {
-			int fd = open(path, which == 0 ? O_WRONLY | O_CREAT | O_EXCL : O_RDONLY, 0644);
+			int fd =
+			    open(path, which == 0 ? O_WRONLY | O_CREAT | O_EXCL : O_RDONLY, 0644);
 			if (fd < 0 || close(fd))
 				return -1;
 		} else if (which == 2) {
@@ -74,6 +75,10 @@ int main(int argc, char **argv)
 			return 2;
 		if (pids[p] == 0) {
 			long lo = n * p / np, hi = n * (p + 1) / np;
+			/* only the parent writes go: a worker that fails makes the
+			 * others' next read end, not wait for good */
+			for (int k = 0; k < 4; k++)
+				close(go[k][1]);
 			for (int k = 0; k < 4; k++) {
 				char c;
 				if (read(go[k][0], &c, 1) != 1)
@@ -81,7 +86,10 @@ int main(int argc, char **argv)
 				int rc = phase(dir, p, lo, hi, k);
 				c = rc ? 'x' : 'o';
 				if (write(done[1], &c, 1) != 1 || rc) {
-					perror(k == 0 ? "create" : k == 1 ? "open" : k == 2 ? "stat" : "unlink");
+					perror(k == 0	? "create"
+					       : k == 1 ? "open"
+					       : k == 2 ? "stat"
+							: "unlink");
 					_exit(1);
 				}
 			}
