@@ -26,7 +26,9 @@
  *               from inside its own, a signal handler's, runs in its turn);
  *             H3 the turn word changes only by compare-and-swap; it is taken
  *               from a process that is inside a call only once that process
- *               is gone (no /proc entry, a zombie, or another start time);
+ *               is gone (no /proc entry, a zombie, or another start time
+ *               than the one the holder word names; one that cannot be
+ *               checked, as with no descriptor free, counts as alive);
  *               the taker replays the log first (on_turn SHARE_DEAD), as a
  *               mount after a crash would; dead_pending says that replay
  *               is still owed (a taker that stepped out for a fork before
@@ -127,22 +129,28 @@ long share_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts)
 	return syscall(SYS_futex, w, op, val, ts, NULL, 0);
 }
 
-/* Start time of pid in clock ticks, 0 if it is gone or a zombie. */
-uint64_t share_proc_start(uint32_t pid)
+int share_proc_state(uint32_t pid, uint64_t *start)
 {
 	char path[64], buf[512];
+	if (!pid)
+		return 0;
 	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
 	int fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ESRCH)
+			return 0;
+		/* out of descriptors, say: ask the kernel whether pid is there */
+		return kill((pid_t)pid, 0) && errno == ESRCH ? 0 : -1;
+	}
 	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	int e = errno;
 	close(fd);
 	if (n <= 0)
-		return 0;
+		return n < 0 && e == ESRCH ? 0 : -1;
 	buf[n] = '\0';
 	char *p = strrchr(buf, ')');
 	if (!p || p[1] != ' ')
-		return 0;
+		return -1;
 	char state = p[2];
 	if (state == 'Z' || state == 'X' || state == 'x')
 		return 0;
@@ -153,7 +161,16 @@ uint64_t share_proc_start(uint32_t pid)
 		if (p)
 			p++;
 	}
-	return p ? strtoull(p, NULL, 10) : 0;
+	if (!p)
+		return -1;
+	*start = strtoull(p, NULL, 10);
+	return 1;
+}
+
+uint64_t share_proc_start(uint32_t pid)
+{
+	uint64_t start;
+	return share_proc_state(pid, &start) > 0 ? start : 0;
 }
 
 /* fork: no thread of this process is inside a call while fork copies the
@@ -346,6 +363,19 @@ static int map_share(struct pool_share *s, int fd, int fresh, const char *pool_p
 	return 0;
 }
 
+/* The turn in our own pid, before this process has run a call, is our
+ * image's before an exec, or a dead process's whose pid we got: idle, it
+ * is free; with calls inside, those died, and the turn is left to a holder
+ * no process is (pid 0), which the next taker takes over as from one that
+ * died inside a call (H3). */
+static void turn_disown(struct pool_share *s)
+{
+	uint32_t v = __atomic_load_n(&s->f->turn, __ATOMIC_SEQ_CST);
+	if (TURN_PID(v) == s->pid)
+		__atomic_compare_exchange_n(&s->f->turn, &v, TURN_CALLS(v) ? 1 : 0, 0,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
 int share_attach(struct pool *p, const struct stat *pst)
 {
 	pthread_once(&fork_once, fork_init);
@@ -429,14 +459,7 @@ int share_attach(struct pool *p, const struct stat *pst)
 		if (__atomic_load_n(&s->f->procs[k].pid, __ATOMIC_ACQUIRE) == s->pid &&
 		    s->f->procs[k].start == s->start)
 			__atomic_store_n(&s->f->reading[k].n, 0, __ATOMIC_SEQ_CST);
-	/* The turn in our own pid is our image before an exec's: idle, it is
-	 * free; with calls inside, those died with the exec, and the turn is
-	 * left to a holder no process is (pid 0), which the next taker takes
-	 * over as from one that died inside a call (H3). */
-	uint32_t v = __atomic_load_n(&s->f->turn, __ATOMIC_SEQ_CST);
-	if (TURN_PID(v) == s->pid)
-		__atomic_compare_exchange_n(&s->f->turn, &v, TURN_CALLS(v) ? 1 : 0, 0,
-					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+	turn_disown(s);
 	pthread_mutex_lock(&reg_lock);
 	s->next = reg;
 	reg = s;
@@ -617,7 +640,7 @@ int slot_reap_if_gone(struct pool_share *s, int k)
 	if (k == s->slot || reserved(f, k))
 		return 0;
 	uint32_t pid = __atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE);
-	if (pid && share_proc_start(pid) == f->procs[k].start)
+	if (pid && !share_proc_gone(pid, f->procs[k].start))
 		return 0;
 	slot_reap(f, k);
 	__atomic_or_fetch(&s->pending_why, SHARE_REAPED, __ATOMIC_SEQ_CST);
@@ -630,7 +653,7 @@ int share_reap_slot(struct pool_share *s, int32_t slot)
 		return 0;
 	pthread_mutex_lock(&s->tab_lock);
 	uint32_t pid = s->f->procs[slot].pid;
-	int reaped = pid && share_proc_start(pid) != s->f->procs[slot].start;
+	int reaped = pid && share_proc_gone(pid, s->f->procs[slot].start);
 	if (reaped)
 		slot_reap(s->f, slot);
 	pthread_mutex_unlock(&s->tab_lock);
@@ -665,8 +688,9 @@ static int slot_claim(struct pool_share *s)
 				mine = k;
 			continue;
 		}
-		uint64_t start = pid ? share_proc_start(pid) : 0;
-		if (pid == s->pid && start == f->procs[k].start && image < 0) {
+		uint64_t start = 0;
+		int state = pid ? share_proc_state(pid, &start) : 0;
+		if (pid == s->pid && state > 0 && start == f->procs[k].start && image < 0) {
 			/* our image before exec: its descriptions may be passed
 			 * on (share_desc_adopt) and its record locks stay, as
 			 * exec keeps them; its vnodes are gone */
@@ -676,7 +700,7 @@ static int slot_claim(struct pool_share *s)
 			/* exec ended its shared calls with its threads */
 			__atomic_store_n(&f->reading[k].n, 0, __ATOMIC_SEQ_CST);
 			image = k;
-		} else if (!start || start != f->procs[k].start || pid == s->pid) {
+		} else if (!state || (state > 0 && start != f->procs[k].start) || pid == s->pid) {
 			slot_reap(f, k);
 			why |= SHARE_REAPED;
 			if (mine < 0)
@@ -710,11 +734,8 @@ static int slot_reserve(struct pool_share *s)
 		if (reserved(f, k))
 			continue;
 		uint32_t pid = __atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE);
-		if (pid) {
-			uint64_t start = share_proc_start(pid);
-			if (start && start == f->procs[k].start)
-				continue;
-		}
+		if (pid && !share_proc_gone(pid, f->procs[k].start))
+			continue;
 		if (pid || f->procs[k].forkling) {
 			slot_reap(f, k);
 			s->pending_why |= SHARE_REAPED;
@@ -739,6 +760,7 @@ static void take_reserved(struct pool_share *s, uint32_t me)
 	s->child_slot = -1;
 	s->pid = me;
 	s->start = share_proc_start(me);
+	turn_disown(s);
 	/* still ours? (a reservation that expired may have been given back) */
 	if (k >= 0 && !__atomic_compare_exchange_n(&f->procs[k].forkling, &parent, FORKLING_TAKING,
 						   0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
@@ -805,7 +827,7 @@ static int reap_if_gone(struct share_file *f, uint32_t pid)
 			continue;
 		if (alive < 0)
 			alive = maybe_alive(pid);
-		if (!alive && share_proc_start(pid) != f->procs[k].start) {
+		if (!alive && share_proc_gone(pid, f->procs[k].start)) {
 			slot_reap(f, k);
 			why = SHARE_REAPED;
 		}

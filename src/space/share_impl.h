@@ -14,7 +14,7 @@
 #include "space/space.h"
 
 #define SHARE_MAGIC   0x4552414853524646ULL /* "FFRSHARE" */
-#define SHARE_VERSION 9
+#define SHARE_VERSION 10
 #define SHARE_INOS    (1u << 16) /* inodes open or mapped at once, all processes */
 #define SHARE_WRING   4096	 /* window changes a process may fall behind by */
 
@@ -51,11 +51,14 @@ struct share_file {
 	uint64_t version;
 	uint64_t pool_dev, pool_ino;
 	uint64_t size;
-	uint32_t turn;	  /* futex word: holder pid << TURN_SHIFT | calls inside */
-	uint32_t waiters; /* entries set in waiting (H7) */
-	uint32_t holder_pid;
+	uint32_t turn;	       /* futex word: holder pid << TURN_SHIFT | calls inside */
+	uint32_t waiters;      /* entries set in waiting (H7) */
 	uint32_t dead_pending; /* a holder died inside a call; log not replayed yet (H3) */
-	uint64_t holder_start; /* holder_pid's start time (/proc/pid/stat) */
+	uint32_t spare;
+	/* who took the turn last: pid << 32 | its start time's low 32 bits,
+	 * one word, so that a waiter never reads one holder's pid with
+	 * another's start time (H3) */
+	uint64_t holder;
 	uint64_t holder_since; /* CLOCK_MONOTONIC ns it took the turn (its quantum) */
 	uint32_t nino, live;
 	uint64_t nmaps;	 /* map bits set in the inode table */
@@ -108,6 +111,18 @@ struct pool_share {
 long share_futex(uint32_t *w, int op, uint32_t val, const struct timespec *ts);
 /* Start time of pid in clock ticks, 0 if it is gone or a zombie. */
 uint64_t share_proc_start(uint32_t pid);
+/* 1: pid runs (*start set), 0: it is gone or a zombie, -1: cannot tell
+ * (no descriptor to read /proc with, say) -- never "gone" then, as what
+ * follows from it (taking a turn over, giving a slot back) would break a
+ * live process. */
+int share_proc_state(uint32_t pid, uint64_t *start);
+/* Whether the process (pid, start) is surely gone. */
+static inline int share_proc_gone(uint32_t pid, uint64_t start)
+{
+	uint64_t now;
+	int r = share_proc_state(pid, &now);
+	return r == 0 || (r > 0 && now != start);
+}
 /* fork: set while a thread of this process prepares one (share.c) */
 extern int share_forking;
 extern __thread int share_fork_thread;

@@ -17,15 +17,22 @@
 
 /* ---- the turn (H1-H3) -------------------------------------------------------------- */
 
-static int holder_gone(struct share_file *f, uint32_t pid)
+/* Whether the holder of turn value v is gone (H3): its pid runs no more,
+ * or runs another process than the one that took the turn. A holder that
+ * is alive, or that cannot be told, is not gone: taking the turn from a
+ * live process inside a call would run two calls at once. */
+static int holder_gone(struct share_file *f, uint32_t v)
 {
-	uint64_t start = share_proc_start(pid);
-	if (!start)
-		return 1;
-	/* holder_start is the holder's only when holder_pid says so */
-	uint32_t hp = __atomic_load_n(&f->holder_pid, __ATOMIC_ACQUIRE);
-	uint64_t hs = __atomic_load_n(&f->holder_start, __ATOMIC_ACQUIRE);
-	return hp == pid && hs && hs != start;
+	uint32_t pid = TURN_PID(v);
+	uint64_t start;
+	int state = share_proc_state(pid, &start);
+	if (state <= 0)
+		return state == 0;
+	uint64_t h = __atomic_load_n(&f->holder, __ATOMIC_SEQ_CST);
+	/* the turn moved on since: h may be a newer holder's */
+	if (__atomic_load_n(&f->turn, __ATOMIC_SEQ_CST) != v)
+		return 0;
+	return (uint32_t)(h >> 32) == pid && (uint32_t)h && (uint32_t)h != (uint32_t)start;
 }
 
 uint64_t share_now_ns(void)
@@ -58,10 +65,9 @@ static int take(struct pool_share *s, uint32_t *v)
 	if (!__atomic_compare_exchange_n(&s->f->turn, v, nv, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
 		return 0;
 	inside_taker = s;
-	__atomic_store_n(&s->f->holder_pid, 0, __ATOMIC_RELEASE);
 	__atomic_store_n(&s->f->holder_since, share_now_ns(), __ATOMIC_RELEASE);
-	__atomic_store_n(&s->f->holder_start, s->start, __ATOMIC_RELEASE);
-	__atomic_store_n(&s->f->holder_pid, s->pid, __ATOMIC_RELEASE);
+	__atomic_store_n(&s->f->holder, (uint64_t)s->pid << 32 | (uint32_t)s->start,
+			 __ATOMIC_SEQ_CST);
 	return 1;
 }
 
@@ -133,7 +139,9 @@ static void waiters_prune(struct pool_share *s)
 {
 	for (int i = 0; i < SHARE_WAITERS; i++) {
 		uint64_t e = __atomic_load_n(&s->f->waiting[i], __ATOMIC_SEQ_CST);
-		if (e && (uint32_t)share_proc_start((uint32_t)(e >> 32)) != (uint32_t)e &&
+		uint64_t start;
+		int state = e ? share_proc_state((uint32_t)(e >> 32), &start) : -1;
+		if ((state == 0 || (state > 0 && (uint32_t)start != (uint32_t)e)) &&
 		    __atomic_compare_exchange_n(&s->f->waiting[i], &e, 0, 0, __ATOMIC_SEQ_CST,
 						__ATOMIC_SEQ_CST))
 			__atomic_sub_fetch(&s->f->waiters, 1, __ATOMIC_SEQ_CST);
@@ -245,7 +253,7 @@ static int turn_count_in(struct pool_share *s, int why)
 		long r = share_futex(&f->turn, FUTEX_WAIT, v, &(struct timespec){0, 50000000});
 		int woken_by = r == -1 ? errno : 0;
 		waiter_out(s, seen, me);
-		if ((woken_by == ETIMEDOUT || woken_by == EINTR) && holder_gone(f, TURN_PID(v)) &&
+		if ((woken_by == ETIMEDOUT || woken_by == EINTR) && holder_gone(f, v) &&
 		    take(s, &v)) {
 			s->prev = TURN_PID(v);
 			__atomic_store_n(&f->dead_pending, 1, __ATOMIC_SEQ_CST);
@@ -261,7 +269,7 @@ static int turn_count_in(struct pool_share *s, int why)
 static int reader_gone(struct share_file *f, int k)
 {
 	uint32_t pid = __atomic_load_n(&f->procs[k].pid, __ATOMIC_ACQUIRE);
-	return !pid || share_proc_start(pid) != f->procs[k].start;
+	return !pid || share_proc_gone(pid, f->procs[k].start);
 }
 
 /* H9: waits until no shared call of another process runs (those of this

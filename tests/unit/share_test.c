@@ -2,10 +2,14 @@
  * share_test.c -- the pool's turn as one process's threads see it when it
  * is taken over from another (share.c H2, H3): the taker holds it alone
  * until it has caught up, a taker that steps out first leaves the catch-up
- * (and a replay owed for a death) to the next, and none of it is lost.
+ * (and a replay owed for a death) to the next, and none of it is lost; a
+ * busy holder is taken over only once it is surely gone.
  */
 #include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "ferrite.h"
 #include "space/share_impl.h"
@@ -146,10 +150,98 @@ static int replay_owed_until_done(void)
 	return 0;
 }
 
+static void *take_turn(void *arg)
+{
+	struct joiner *j = arg;
+	j->why = share_enter(j->s);
+	__atomic_store_n(&j->entered, 1, __ATOMIC_SEQ_CST);
+	share_caught_up(j->s, j->why);
+	share_leave(j->s);
+	return NULL;
+}
+
+/* A holder busy inside a call is taken over only once it is gone (H3):
+ * the waiter checks it each time its wait times out, and a live holder --
+ * the process the holder word names, pid and start time -- keeps the turn
+ * however long it takes. The same pid with another start time is another
+ * process: the holder died, and the turn is taken with a replay. */
+static int live_holder_kept(void)
+{
+	struct pool p;
+	CHECK_EQ(shared_pool(&p), 0);
+	struct pool_share *s = p.share;
+	int ready[2];
+	CHECK_EQ(pipe(ready), 0);
+	pid_t child = fork();
+	if (child == 0) { /* past its fork handlers, which look at the turn */
+		if (write(ready[1], "r", 1) != 1)
+			_exit(1);
+		pause();
+		_exit(0);
+	}
+	CHECK(child > 0);
+	char c;
+	CHECK_EQ(read(ready[0], &c, 1), 1);
+	close(ready[0]);
+	close(ready[1]);
+	uint64_t start = 0;
+	CHECK_EQ(share_proc_state((uint32_t)child, &start), 1);
+	uint64_t holder = (uint64_t)child << 32 | (uint32_t)start;
+	__atomic_store_n(&s->f->holder, holder, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&s->f->turn, (uint32_t)child << TURN_SHIFT | 1, __ATOMIC_SEQ_CST);
+	struct joiner j = {.s = s};
+	pthread_t t;
+	CHECK_EQ(pthread_create(&t, NULL, take_turn, &j), 0);
+	usleep(300000); /* six of the waiter's checks */
+	int taken_from_live = __atomic_load_n(&j.entered, __ATOMIC_SEQ_CST);
+	/* the pid is another process's now */
+	__atomic_store_n(&s->f->holder, holder + 1, __ATOMIC_SEQ_CST);
+	pthread_join(t, NULL);
+	kill(child, SIGKILL);
+	waitpid(child, NULL, 0);
+	CHECK_EQ(taken_from_live, 0);
+	CHECK(j.why & SHARE_DEAD);
+	CHECK_EQ(s->f->dead_pending, 0);
+	CHECK_EQ(s->f->turn, s->pid << TURN_SHIFT);
+	shared_pool_close(&p);
+	return 0;
+}
+
+/* A process out of descriptors cannot read /proc: it must not take that
+ * for a dead process (H3), but a pid that is really gone still is. */
+static int unreadable_proc_is_not_gone(void)
+{
+	pid_t gone = fork();
+	if (gone == 0)
+		_exit(0);
+	CHECK(gone > 0);
+	waitpid(gone, NULL, 0);
+	pid_t child = fork();
+	if (child == 0) {
+		struct rlimit rl = {16, 16};
+		if (setrlimit(RLIMIT_NOFILE, &rl))
+			_exit(2);
+		while (dup(0) >= 0)
+			;
+		uint64_t start;
+		int parent = share_proc_state((uint32_t)getppid(), &start);
+		int dead = share_proc_state((uint32_t)gone, &start);
+		_exit(parent != 0 && dead == 0 ? 0 : 1);
+	}
+	CHECK(child > 0);
+	int st;
+	CHECK_EQ(waitpid(child, &st, 0), child);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ(WEXITSTATUS(st), 0);
+	return 0;
+}
+
 static const struct unit_case cases[] = {
     {"joiner_waits_for_catch_up", joiner_waits_for_catch_up},
     {"taker_nests", taker_nests},
     {"released_taker_leaves_catch_up", released_taker_leaves_catch_up},
     {"replay_owed_until_done", replay_owed_until_done},
+    {"live_holder_kept", live_holder_kept},
+    {"unreadable_proc_is_not_gone", unreadable_proc_is_not_gone},
 };
 UNIT_MAIN(cases)
