@@ -26,6 +26,9 @@
 #define MIB (1024ULL * 1024)
 
 static char dir[256], pool[320], backing[320];
+/* the live statistics file a killed mount leaves in /dev/shm (build_crashed):
+ * a mount that is refused afterwards never takes it over and removes it */
+static char crashed_stats[128];
 
 static int setup(const char *tag)
 {
@@ -44,6 +47,9 @@ static void teardown(void)
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "cannot remove %s\n", dir);
+	if (crashed_stats[0])
+		unlink(crashed_stats);
+	crashed_stats[0] = 0;
 }
 
 static int mkfs_tier(int consistency)
@@ -87,17 +93,29 @@ static int build(int consistency)
 static int build_crashed(int consistency)
 {
 	FT_RUN(mkfs_tier(consistency));
+	int uuid_pipe[2];
+	FT_CHECK(pipe(uuid_pipe) == 0, "pipe: %s", strerror(errno));
 	pid_t pid = fork();
 	if (pid == 0) {
 		ferrite_fs *fs;
-		if (ferrite_mount(pool, NULL, &fs) != 0 || put_file(fs, "/f", 20000, 1) ||
-		    put_file(fs, "/g", 9000, 2))
+		struct ferrite_info in;
+		if (ferrite_mount(pool, NULL, &fs) != 0 || ferrite_get_info(fs, &in) != 0 ||
+		    write(uuid_pipe[1], in.uuid, sizeof(in.uuid)) != (ssize_t)sizeof(in.uuid) ||
+		    put_file(fs, "/f", 20000, 1) || put_file(fs, "/g", 9000, 2))
 			_exit(2);
 		int fd = ferrite_open(fs, "/f", O_RDWR, 0);
 		if (fd < 0 || ferrite_fsync(fs, fd) != 0)
 			_exit(3);
 		kill(getpid(), SIGKILL); /* no unmount, no drain */
 	}
+	close(uuid_pipe[1]);
+	struct ferrite_info in;
+	if (read(uuid_pipe[0], in.uuid, sizeof(in.uuid)) == (ssize_t)sizeof(in.uuid)) {
+		in.uuid[sizeof(in.uuid) - 1] = 0;
+		snprintf(crashed_stats, sizeof crashed_stats, "/dev/shm/ferrite-tier-%s.stats",
+			 in.uuid);
+	}
+	close(uuid_pipe[0]);
 	int status;
 	waitpid(pid, &status, 0);
 	FT_CHECK(WIFSIGNALED(status), "the child must die by SIGKILL (status %d)", status);
