@@ -96,6 +96,7 @@ int main(int argc, char **argv)
 			_exit(0);
 		}
 	}
+	close(done[1]); /* a worker that dies without a word ends the parent's read */
 	static const char *names[] = {"create", "openclose", "stat"};
 	int bad = 0;
 	for (int k = 0; k < 4 && !bad; k++) {
