@@ -158,6 +158,7 @@ int fs_mount_view(const char *pool, const struct ferrite_mount_opts *opts, int v
 		fs->m.sp.compact_arg = fs;
 		fs->m.sp.compact_fn = fs_compact_quiet;
 		fs_procs_init(fs);
+		share_attach_done(&fs->m.pool); /* recovered: others may join */
 	}
 	*out = fs;
 	return 0;

@@ -40,7 +40,11 @@
  *               released when the last process lets go of the pool, by the
  *               next mount's orphan release);
  *             H5 the coordination file is rebuilt from nothing by the first
- *               process to open the pool (it holds the pool's flock alone);
+ *               process to open the pool (it holds the pool's flock alone),
+ *               which keeps the file's own flock until it has recovered the
+ *               pool (log replay, orphan release: share_attach_done), so no
+ *               other process attaches, let alone runs a call, beside that
+ *               recovery, which runs without the turn;
  *               later ones only check it, and the last one out removes it
  *               unless it forked (its children share its flock, which so
  *               cannot tell whether they are gone); a file left (all died,
@@ -152,17 +156,24 @@ int share_proc_state(uint32_t pid, uint64_t *start)
 	if (!p || p[1] != ' ')
 		return -1;
 	char state = p[2];
-	if (state == 'Z' || state == 'X' || state == 'x')
+	if (state == 'X' || state == 'x')
 		return 0;
-	/* fields after the name: 3 state ... 22 starttime */
+	/* fields after the name: 3 state ... 20 num_threads ... 22 starttime */
 	p += 2;
+	long threads = 0;
 	for (int field = 3; field < 22 && p; field++) {
 		p = strchr(p, ' ');
 		if (p)
 			p++;
+		if (p && field + 1 == 20)
+			threads = strtol(p, NULL, 10);
 	}
 	if (!p)
 		return -1;
+	/* a zombie, unless only its main thread ended (pthread_exit) and the
+	 * others still run calls */
+	if (state == 'Z' && threads <= 1)
+		return 0;
 	*start = strtoull(p, NULL, 10);
 	return 1;
 }
@@ -236,6 +247,11 @@ static void after_fork_child(void)
 	uint32_t me = (uint32_t)getpid();
 	for (struct pool_share *s = reg; s; s = s->next) {
 		pthread_mutex_init(&s->tab_lock, NULL);
+		if (s->attach_fd >=
+		    0) { /* the parent's to let go of (no unlock: it is theirs too) */
+			close(s->attach_fd);
+			s->attach_fd = -1;
+		}
 		take_reserved(s, me);
 	}
 	pthread_mutex_init(&reg_lock, NULL);
@@ -390,6 +406,7 @@ int share_attach(struct pool *p, const struct stat *pst)
 	struct pool_share *s = calloc(1, sizeof(*s));
 	if (!s)
 		return -ENOMEM;
+	s->attach_fd = -1;
 	s->dev = pst->st_dev;
 	s->ino = pst->st_ino;
 	s->pid = (uint32_t)getpid();
@@ -434,8 +451,13 @@ int share_attach(struct pool *p, const struct stat *pst)
 		if (!fstat(fd, &st) && st.st_size == 0)
 			unlink(name);
 	}
-	flock(fd, LOCK_UN);
-	close(fd);
+	s->attach_fd = -1;
+	if (!rc && p->share_first) {
+		s->attach_fd = fd; /* others attach once we have recovered */
+	} else {
+		flock(fd, LOCK_UN);
+		close(fd);
+	}
 	if (rc == -EWOULDBLOCK) {
 		char who[96];
 		pool_holder_describe(p->fd, who, sizeof(who));
@@ -470,11 +492,22 @@ int share_attach(struct pool *p, const struct stat *pst)
 
 static void slot_reap(struct share_file *f, int k);
 
+void share_attach_done(struct pool *p)
+{
+	struct pool_share *s = p->share;
+	if (!s || s->attach_fd < 0)
+		return;
+	flock(s->attach_fd, LOCK_UN);
+	close(s->attach_fd);
+	s->attach_fd = -1;
+}
+
 void share_detach(struct pool *p)
 {
 	struct pool_share *s = p->share;
 	if (!s)
 		return;
+	share_attach_done(p); /* a mount that failed in its recovery */
 	pthread_mutex_lock(&reg_lock);
 	for (struct pool_share **pp = &reg; *pp; pp = &(*pp)->next)
 		if (*pp == s) {
@@ -930,6 +963,12 @@ void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n)
 			break;
 		__builtin_ia32_pause();
 	}
+}
+
+void share_note_all_windows(struct pool_share *s)
+{
+	if (s) /* more than the ring holds: whoever is behind drops them all */
+		__atomic_add_fetch(&s->f->wseq, SHARE_WRING + 1, __ATOMIC_SEQ_CST);
 }
 
 void share_changed_windows(struct pool_share *s, void (*drop)(void *arg, uint64_t w, uint64_t n),

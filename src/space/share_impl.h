@@ -95,6 +95,9 @@ struct pool_share {
 	int has_forked;	   /* this process forked while attached (share_detach) */
 	int nested;	   /* calls inside the turn's taker's, uncounted (share_turn.c) */
 	uint32_t attacher; /* the process that attached (not a forked child) */
+	/* the first process's descriptor of the coordination file, flocked
+	 * until it has recovered the pool (H5, share_attach_done); else -1 */
+	int attach_fd;
 	uint64_t file_ino; /* of the coordination file */
 	char name[112];	   /* and its path */
 	/* the threads of this process change the tables one at a time (the

@@ -64,6 +64,10 @@ struct stat;
  * first (p->share_first). -EBUSY if a process holds the pool alone or this
  * process has it mounted already. */
 int share_attach(struct pool *p, const struct stat *pst);
+/* The first process (p->share_first) has recovered the pool -- replayed
+ * the log, released orphans -- and lets the others attach; until then they
+ * wait in share_attach, as that recovery runs outside the turn (H5). */
+void share_attach_done(struct pool *p);
 void share_detach(struct pool *p);
 /* The pool is held alone (its flock exclusive): a coordination file left by
  * processes that all died is removed (H5). */
@@ -100,6 +104,10 @@ int share_ino_others(struct pool_share *s, uint64_t ino, int kind);
 int share_any_maps(struct pool_share *s);
 /* Under the turn: windows [w, w + n) changed (their PPT entries). */
 void share_note_windows(struct pool_share *s, uint64_t w, uint64_t n);
+/* Under the turn: any window may have changed (a log replayed after a
+ * death): every other process drops all of its windows before its next
+ * call. */
+void share_note_all_windows(struct pool_share *s);
 /* On taking the turn from another process: calls drop(arg, w, n) for each
  * window range changed since this process last looked, or drop_all(arg)
  * if too many changed to tell or all is set; then this process is up to

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <pthread.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -23,7 +24,10 @@ static int shared_pool(struct pool *p)
 	if (ferrite_mkfs(path, &o))
 		return 1;
 	memset(p, 0, sizeof(*p));
-	return pool_open(p, path, POOL_SHARED) != 0 || !p->share;
+	if (pool_open(p, path, POOL_SHARED) != 0 || !p->share)
+		return 1;
+	share_attach_done(p);
+	return 0;
 }
 
 static void shared_pool_close(struct pool *p)
@@ -236,6 +240,104 @@ static int unreadable_proc_is_not_gone(void)
 	return 0;
 }
 
+/* The first process to open the pool recovers it (log replay, orphan
+ * release) outside the turn: no other process may attach until it says
+ * it is done (H5), or its calls would run beside the recovery. */
+static int joiner_waits_for_first_recovery(void)
+{
+	const char *path = unit_pool_path("share");
+	unlink(path);
+	struct ferrite_mkfs_opts o = {.size = 32 * FR_MIB};
+	CHECK_EQ(ferrite_mkfs(path, &o), 0);
+	int go[2], said[2];
+	CHECK_EQ(pipe(go), 0);
+	CHECK_EQ(pipe(said), 0);
+	pid_t child = fork();
+	if (child == 0) {
+		char c;
+		if (read(go[0], &c, 1) != 1)
+			_exit(2);
+		struct pool q;
+		memset(&q, 0, sizeof(q));
+		int rc = pool_open(&q, path, POOL_SHARED);
+		c = rc == 0 && !q.share_first ? 'j' : 'x';
+		if (write(said[1], &c, 1) != 1)
+			_exit(3);
+		if (!rc)
+			pool_close(&q);
+		_exit(0);
+	}
+	CHECK(child > 0);
+	struct pool p;
+	memset(&p, 0, sizeof(p));
+	CHECK_EQ(pool_open(&p, path, POOL_SHARED), 0);
+	CHECK(p.share_first);
+	CHECK_EQ(write(go[1], "g", 1), 1);
+	struct pollfd pf = {.fd = said[0], .events = POLLIN};
+	int early = poll(&pf, 1, 300); /* it would have attached by now, were it let in */
+	share_attach_done(&p);
+	char c = 0;
+	CHECK_EQ(read(said[0], &c, 1), 1);
+	int st;
+	CHECK_EQ(waitpid(child, &st, 0), child);
+	pool_close(&p);
+	unlink(path);
+	CHECK_EQ(early, 0);
+	CHECK_EQ(c, 'j');
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+	return 0;
+}
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	for (;;)
+		pause();
+	return NULL;
+}
+
+/* A process whose main thread ended (pthread_exit) shows as a zombie in
+ * /proc while its other threads run calls: it is not gone (H3); a zombie
+ * with no thread left is. */
+static int zombie_leader_is_alive(void)
+{
+	pid_t leader = fork();
+	if (leader == 0) {
+		pthread_t t;
+		if (pthread_create(&t, NULL, sleeper, NULL))
+			_exit(1);
+		pthread_exit(NULL);
+	}
+	CHECK(leader > 0);
+	pid_t zombie = fork();
+	if (zombie == 0)
+		_exit(0);
+	CHECK(zombie > 0);
+	uint64_t start;
+	char state = 0;
+	for (int i = 0; i < 2000 && state != 'Z'; i++) { /* until the main thread has ended */
+		usleep(1000);
+		char path[64], buf[512];
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)leader);
+		FILE *fp = fopen(path, "r");
+		if (fp && fgets(buf, sizeof(buf), fp) && strrchr(buf, ')'))
+			state = strrchr(buf, ')')[2];
+		if (fp)
+			fclose(fp);
+	}
+	int leader_state = share_proc_state((uint32_t)leader, &start);
+	siginfo_t si;
+	CHECK_EQ(waitid(P_PID, (id_t)zombie, &si, WEXITED | WNOWAIT), 0); /* a zombie now */
+	int zombie_state = share_proc_state((uint32_t)zombie, &start);
+	kill(leader, SIGKILL);
+	waitpid(leader, NULL, 0);
+	waitpid(zombie, NULL, 0);
+	CHECK_EQ(state, 'Z');
+	CHECK_EQ(leader_state, 1);
+	CHECK_EQ(zombie_state, 0);
+	return 0;
+}
+
 static const struct unit_case cases[] = {
     {"joiner_waits_for_catch_up", joiner_waits_for_catch_up},
     {"taker_nests", taker_nests},
@@ -243,5 +345,7 @@ static const struct unit_case cases[] = {
     {"replay_owed_until_done", replay_owed_until_done},
     {"live_holder_kept", live_holder_kept},
     {"unreadable_proc_is_not_gone", unreadable_proc_is_not_gone},
+    {"zombie_leader_is_alive", zombie_leader_is_alive},
+    {"joiner_waits_for_first_recovery", joiner_waits_for_first_recovery},
 };
 UNIT_MAIN(cases)
