@@ -387,7 +387,11 @@ int meta_turn_enter(struct meta *m)
 			"ferrite: %s: a process died inside a call, and replaying its log "
 			"entry failed: %s (run `ferrite fsck`)\n",
 			m->pool.path, fr_err_get());
-	/* a replayed entry changed the PPT without the hooks that note it */
+	/* a replayed entry changed the PPT without the hooks that note it:
+	 * every process drops every window, this one below, the others when
+	 * they next take the turn (their shared calls wait for that) */
+	if (why & SHARE_DEAD)
+		share_note_all_windows(m->pool.share);
 	if (why & (SHARE_OTHER | SHARE_DEAD)) {
 		share_changed_windows(m->pool.share, drop_windows, drop_all_windows, &m->sp,
 				      why & SHARE_DEAD);

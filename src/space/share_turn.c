@@ -226,12 +226,14 @@ static int turn_count_in(struct pool_share *s, int why)
 				/* from anyone, even from no one (a turn reset by an
 				 * exec): this process catches up on the windows (H2),
 				 * and replays the log of a death no one recovered yet
-				 * (a taker that stepped out for a fork, H3) */
-				why |= SHARE_OTHER;
+				 * (a taker that stepped out for a fork, H3). One that
+				 * steps out again owes neither: it freed the turn, and
+				 * whoever takes it next does both */
+				int owed = SHARE_OTHER;
 				if (__atomic_load_n(&f->dead_pending, __ATOMIC_SEQ_CST))
-					why |= SHARE_DEAD;
+					owed |= SHARE_DEAD;
 				if (!fork_wait(s))
-					return why;
+					return why | owed;
 			}
 			continue;
 		}
@@ -257,9 +259,8 @@ static int turn_count_in(struct pool_share *s, int why)
 		    take(s, &v)) {
 			s->prev = TURN_PID(v);
 			__atomic_store_n(&f->dead_pending, 1, __ATOMIC_SEQ_CST);
-			why |= SHARE_OTHER | SHARE_DEAD;
 			if (!fork_wait(s))
-				return why;
+				return why | SHARE_OTHER | SHARE_DEAD;
 		}
 	}
 }
@@ -326,7 +327,10 @@ int share_enter_shared(struct pool_share *s)
 	struct share_file *f = s->f;
 	__atomic_add_fetch(&f->reading[s->slot].n, 1, __ATOMIC_SEQ_CST);
 	uint32_t v = __atomic_load_n(&f->turn, __ATOMIC_SEQ_CST);
-	if ((TURN_CALLS(v) == 0 || TURN_PID(v) == s->pid) &&
+	/* not while this process's taker catches up (TURN_INSIDE), nor while
+	 * a dead holder's log waits for its replay: the pool is half changed */
+	if ((TURN_CALLS(v) == 0 || TURN_PID(v) == s->pid) && TURN_CALLS(v) != TURN_INSIDE &&
+	    !__atomic_load_n(&f->dead_pending, __ATOMIC_SEQ_CST) &&
 	    !__atomic_load_n(&share_forking, __ATOMIC_SEQ_CST) &&
 	    !__atomic_load_n(&s->catching_up, __ATOMIC_SEQ_CST) &&
 	    __atomic_load_n(&s->wseen, __ATOMIC_ACQUIRE) ==
