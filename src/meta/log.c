@@ -270,6 +270,29 @@ static const struct log_entry *live_entry(struct meta *m, struct log_slot *s)
 	return e;
 }
 
+/* A copy of slot s's live entry, or NULL (none; -ENOMEM in *err): recovery
+ * checks and applies bytes it read once, whatever the slot holds later. */
+static struct log_entry *live_entry_copy(struct meta *m, struct log_slot *s, int *err)
+{
+	struct log_entry h;
+	memcpy(&h, slot_entry(s), sizeof(h));
+	if (h.le_magic != LE_MAGIC || h.le_seq != s->ls_retired + 1 ||
+	    h.le_nbytes > slot_capacity(m))
+		return NULL;
+	struct log_entry *e = malloc(sizeof(h) + h.le_nbytes);
+	if (!e) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	*e = h;
+	memcpy(e + 1, slot_entry(s) + 1, h.le_nbytes);
+	if (entry_csum(e, (const char *)(e + 1)) != e->le_csum) {
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
 /* Is [off, off + bytes) a range transactions may write? Unit 0 holds the
  * superblock (page 0), the space header (page 1: of it, transactions change
  * only the free page count; its geometry was checked before recovery and
@@ -316,19 +339,26 @@ static int recover(struct meta *m, int apply)
 		struct log_slot *s = m->logs[i].slot;
 		if (s->ls_magic != LOG_MAGIC)
 			return fr_err(-EUCLEAN, "log slot %u is damaged (run `ferrite fsck`)", i);
-		const struct log_entry *e = live_entry(m, s);
-		if (!e)
+		int err = 0;
+		struct log_entry *e = live_entry_copy(m, s, &err);
+		if (!e) {
+			if (err)
+				return err;
 			continue;
-		if (!runs_sane(m, e))
+		}
+		if (!runs_sane(m, e)) {
+			free(e);
 			return fr_err(-EUCLEAN,
 				      "log slot %u holds an entry that points outside the "
 				      "pool (run `ferrite fsck`)",
 				      i);
+		}
 		if (apply) {
 			apply_runs(m, (const char *)(e + 1), e->le_nbytes);
 			pm_fence();
 			pm_publish8(&s->ls_retired, e->le_seq);
 		}
+		free(e);
 		replayed++;
 	}
 	return replayed;
