@@ -2,7 +2,8 @@
  * multiproc_test.c -- one pm pool mounted by several processes at once
  * (docs/contracts.md#processes, src/space/share.c): each sees the others'
  * changes on return, a forked child goes on with what it inherited, an
- * unlinked file lives while any process holds it, and what every process
+ * unlinked file lives while any process holds it, the first mount's
+ * recovery runs before any other process's call, and what every process
  * of a pool leaves when all are killed goes with the next check (the kill
  * test of many processes is multiproc_kill_test.c).
  *
@@ -311,6 +312,100 @@ static int c_orphan_shared(void)
 		 (long long)((after.f_bfree - mid.f_bfree) * after.f_frsize));
 	FT_RUN(ft_read_check(fs, "/orphan", 10, 5000));
 	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
+/* ---- the first mount recovers before anyone else runs ---------------------------- */
+
+#define ORPHANS	   2000
+#define RACE_FILES 400
+
+/* Dies holding ORPHANS unlinked files open: the next first mount releases
+ * them, a transaction each. */
+static int orphans_left_child(void *arg)
+{
+	(void)arg;
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs) || ferrite_mkdir(fs, "/o", 0755))
+		return -1;
+	char path[64];
+	for (int i = 0; i < ORPHANS; i++) {
+		snprintf(path, sizeof(path), "/o/%d", i);
+		int fd = ferrite_open(fs, path, O_CREAT | O_RDWR, 0644);
+		if (fd < 0 || ferrite_pwrite(fs, fd, "x", 1, 0) != 1 || ferrite_unlink(fs, path))
+			return -1;
+	}
+	kill(getpid(), SIGKILL);
+	return -1;
+}
+
+struct racer {
+	int go[2];
+	int id;
+};
+
+/* Mounts at the same moment as another racer and creates, checks and
+ * removes files at once: whichever mounts second must not run a call
+ * beside the first one's orphan release (share.c H5). */
+static int racer_child(void *arg)
+{
+	struct racer *r = arg;
+	close(r->go[1]);
+	char c;
+	if (read(r->go[0], &c, 1) != 1)
+		return -1;
+	ferrite_fs *fs;
+	if (ferrite_mount(pool, NULL, &fs))
+		return -1;
+	char path[64];
+	struct stat st;
+	for (int i = 0; i < RACE_FILES; i++) {
+		snprintf(path, sizeof(path), "/r/%d-%d", r->id, i);
+		int fd = ferrite_open(fs, path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+		if (fd < 0 || ferrite_close(fs, fd) || ferrite_stat(fs, path, &st))
+			return -1;
+		if (i % 2 && ferrite_unlink(fs, path))
+			return -1;
+	}
+	return ferrite_unmount(fs) != 0;
+}
+
+static int c_recovery_first(void)
+{
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_OK(ferrite_mkdir(fs, "/r", 0755));
+	FT_OK(ferrite_unmount(fs));
+	pid_t dier = ft_spawn(orphans_left_child, NULL);
+	FT_CHECK(dier > 0, "fork failed");
+	int st;
+	FT_CHECK(waitpid(dier, &st, 0) == dier && WIFSIGNALED(st),
+		 "the child leaving orphans did not die by its signal");
+	struct racer r[2];
+	pid_t pid[2];
+	int go[2];
+	FT_CHECK(pipe(go) == 0, "pipe");
+	for (int k = 0; k < 2; k++) {
+		r[k] = (struct racer){.go = {go[0], go[1]}, .id = k};
+		pid[k] = ft_spawn(racer_child, &r[k]);
+		FT_CHECK(pid[k] > 0, "fork failed");
+	}
+	close(go[0]);
+	FT_CHECK(write(go[1], "gg", 2) == 2, "pipe");
+	close(go[1]);
+	for (int k = 0; k < 2; k++)
+		FT_EQ(ft_reap(pid[k]), 0);
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	struct stat sb;
+	char path[64];
+	for (int k = 0; k < 2; k++)
+		for (int i = 0; i < RACE_FILES; i++) {
+			snprintf(path, sizeof(path), "/r/%d-%d", k, i);
+			int rc = ferrite_stat(fs, path, &sb);
+			FT_CHECK(i % 2 ? rc == -ENOENT : rc == 0, "%s: %s", path, ft_errname(rc));
+		}
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
 	return 0;
 }
 
@@ -632,6 +727,7 @@ static const struct ft_case cases[] = {
     {"online_check", c_online_check, 0},
     {"parent_leaves_first", c_parent_leaves_first, 0},
     {"stale_share", c_stale_share, 0},
+    {"recovery_first", c_recovery_first, 0},
 };
 
 int main(int argc, char **argv)
