@@ -699,6 +699,18 @@ out:
 	return rc;
 }
 
+int dp_atime_due(const struct fr_inode *ip)
+{
+	/* relatime: keep atime meaningful without a store per read */
+	if (ip->i_atime_sec < ip->i_mtime_sec ||
+	    (ip->i_atime_sec == ip->i_mtime_sec && ip->i_atime_nsec <= ip->i_mtime_nsec) ||
+	    ip->i_atime_sec < ip->i_ctime_sec)
+		return 1;
+	struct timespec now;
+	fs_now(&now);
+	return now.tv_sec - ip->i_atime_sec > 24 * 3600;
+}
+
 ssize_t dp_read(ferrite_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off)
 {
 	struct space *sp = &fs->m.sp;
@@ -720,17 +732,9 @@ ssize_t dp_read(ferrite_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t of
 		}
 		memcpy(buf, src ? src : vs_addr(sp, v), n);
 		rc = (ssize_t)n;
-		/* relatime: keep atime meaningful without a store per read. */
-		int touch =
-		    ip->i_atime_sec < ip->i_mtime_sec ||
-		    (ip->i_atime_sec == ip->i_mtime_sec && ip->i_atime_nsec <= ip->i_mtime_nsec) ||
-		    ip->i_atime_sec < ip->i_ctime_sec;
-		if (!touch) {
-			struct timespec now;
-			fs_now(&now);
-			touch = now.tv_sec - ip->i_atime_sec > 24 * 3600;
-		}
-		if (touch) {
+		/* a shared call changes nothing (share.c H9): its caller asked
+		 * for the turn when the atime was due (dp_atime_due) */
+		if (!pmfs_in_shared() && dp_atime_due(ip)) {
 			/* Rare (relatime), so it pays for its own fence: a call
 			 * returns with nothing of its own left unpersisted. */
 			stamp(ip, T_ATIME);

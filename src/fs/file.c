@@ -482,8 +482,10 @@ static ssize_t do_read(ferrite_fs *fs, int fd, const struct iovec *iov, int iovc
 		return rc;
 	}
 	ssize_t done = 0;
-	if (off < 0 && of->f.sd && pmfs_in_shared()) {
-		done = FS_NEED_TURN; /* the offset is shared with other processes */
+	if (pmfs_in_shared() && ((off < 0 && of->f.sd) || dp_atime_due(ino_ptr(fs, of->vn->ino)))) {
+		/* the offset is shared with other processes, or the read
+		 * stores the access time */
+		done = FS_NEED_TURN;
 	} else if ((of->f.flags & O_ACCMODE) == O_WRONLY || (of->f.flags & O_PATH)) {
 		done = -EBADF;
 	} else if (S_ISDIR(ino_ptr(fs, of->vn->ino)->i_mode)) {

@@ -253,6 +253,9 @@ int fs_rename(ferrite_fs *fs, uint64_t oat, const char *oldpath, uint64_t nat, c
 /* ---- data path (data.c) -------------------------------------------------- */
 
 ssize_t dp_read(ferrite_fs *fs, uint64_t ino, void *buf, size_t len, uint64_t off);
+/* Would a read store ip's access time now (relatime)? A shared call that
+ * would asks for the turn first (share.c H9: it changes nothing). */
+int dp_atime_due(const struct fr_inode *ip);
 /* off < 0: append at end of file; *newoff receives the end of the write. */
 ssize_t dp_write(ferrite_fs *fs, uint64_t ino, const struct iovec *iov, int iovcnt, int64_t off,
 		 int64_t *newoff);

@@ -119,12 +119,14 @@ uint64_t share_proc_start(uint32_t pid);
  * follows from it (taking a turn over, giving a slot back) would break a
  * live process. */
 int share_proc_state(uint32_t pid, uint64_t *start);
-/* Whether the process (pid, start) is surely gone. */
+/* Whether the process (pid, start) is surely gone. A start of 0 was not
+ * known when it was recorded (no /proc entry readable then): only a pid
+ * that is gone says so. */
 static inline int share_proc_gone(uint32_t pid, uint64_t start)
 {
 	uint64_t now;
 	int r = share_proc_state(pid, &now);
-	return r == 0 || (r > 0 && now != start);
+	return r == 0 || (r > 0 && start && now != start);
 }
 /* fork: set while a thread of this process prepares one (share.c) */
 extern int share_forking;

@@ -205,8 +205,40 @@ static int c_reader_killed(void)
 	return 0;
 }
 
+/* ---- atime ------------------------------------------------------------------------------ */
+
+/* A read that stores the access time (relatime: the file changed since it
+ * was last read) needs the turn; one that does not stays shared. Either
+ * way the access time is right afterwards. */
+static int c_read_stamps_atime(void)
+{
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_OK(ft_write_file(fs, "/a", 3, 4000, 0));
+	struct stat before, after;
+	FT_OK(ferrite_stat(fs, "/a", &before));
+	struct timespec pause = {0, 20000000};
+	nanosleep(&pause, NULL);
+	int fd = FT_OK(ferrite_open(fs, "/a", O_RDWR, 0));
+	FT_EQ(ferrite_pwrite(fs, fd, "z", 1, 0), 1); /* mtime moves past atime */
+	char buf[100];
+	FT_EQ(ferrite_pread(fs, fd, buf, sizeof(buf), 100), (ssize_t)sizeof(buf));
+	FT_OK(ferrite_fstat(fs, fd, &after));
+	FT_CHECK(after.st_atim.tv_sec > after.st_mtim.tv_sec ||
+		     (after.st_atim.tv_sec == after.st_mtim.tv_sec &&
+		      after.st_atim.tv_nsec >= after.st_mtim.tv_nsec),
+		 "a read after a write left the access time behind the change");
+	FT_CHECK(after.st_atim.tv_sec > before.st_atim.tv_sec ||
+		     after.st_atim.tv_nsec > before.st_atim.tv_nsec,
+		 "the read did not stamp the access time");
+	FT_OK(ferrite_close(fs, fd));
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
 static const struct ft_case cases[] = {
     {"committed_only", c_committed_only, 0},
+    {"read_stamps_atime", c_read_stamps_atime, 0},
     {"reader_killed", c_reader_killed, 0},
 };
 
