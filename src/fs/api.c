@@ -38,6 +38,8 @@ void pmfs_call_enter(ferrite_fs *fs)
 	vs_call_enter(fs ? &fs->m.sp : NULL); /* NULL: the call fails, the bracket still pairs */
 	if (why & SHARE_REAPED)
 		orphan_release_unheld(fs); /* a failure leaves them to the next mount */
+	if (fs && __atomic_load_n(&fs->late_puts, __ATOMIC_ACQUIRE))
+		of_put_late(fs);
 }
 
 void pmfs_call_leave(ferrite_fs *fs)

@@ -174,19 +174,49 @@ static int32_t lock_slot(ferrite_fs *fs)
 	return slot < 0 ? 0 : slot;
 }
 
+static void of_release(ferrite_fs *fs, struct ofile *of)
+{
+	/* held by other processes too: the description lives on there
+	 * (a holder found gone is reaped: its locks go, under lk_mutex) */
+	pthread_mutex_lock(&fs->lk_mutex);
+	int gone = !of->f.sd || share_desc_drop(fs->m.pool.share, of->f.sd);
+	if (gone && of->f.lock_id) /* its OFD and flock locks go with it */
+		vfs_lock_file_gone(lock_table(fs), &of->f);
+	pthread_mutex_unlock(&fs->lk_mutex);
+	vn_put(fs, of->vn);
+	vfs_file_fini(&of->f);
+	free(of);
+}
+
 void of_put(ferrite_fs *fs, struct ofile *of)
 {
-	if (vfs_file_unref(&of->f)) {
-		/* held by other processes too: the description lives on there
-		 * (a holder found gone is reaped: its locks go, under lk_mutex) */
+	if (!vfs_file_unref(&of->f))
+		return;
+	if (pmfs_in_shared()) {
+		/* a shared call changes neither the pool nor the coordination
+		 * file (share.c H9), and this may do both: later, under the turn */
 		pthread_mutex_lock(&fs->lk_mutex);
-		int gone = !of->f.sd || share_desc_drop(fs->m.pool.share, of->f.sd);
-		if (gone && of->f.lock_id) /* its OFD and flock locks go with it */
-			vfs_lock_file_gone(lock_table(fs), &of->f);
+		if (fs->late_pid != getpid()) /* a forked child's list is not its own */
+			fs->late_puts = NULL;
+		fs->late_pid = getpid();
+		of->late_next = fs->late_puts;
+		__atomic_store_n(&fs->late_puts, of, __ATOMIC_RELEASE);
 		pthread_mutex_unlock(&fs->lk_mutex);
-		vn_put(fs, of->vn);
-		vfs_file_fini(&of->f);
-		free(of);
+		return;
+	}
+	of_release(fs, of);
+}
+
+void of_put_late(ferrite_fs *fs)
+{
+	pthread_mutex_lock(&fs->lk_mutex);
+	struct ofile *list = fs->late_pid == getpid() ? fs->late_puts : NULL;
+	fs->late_puts = NULL;
+	pthread_mutex_unlock(&fs->lk_mutex);
+	while (list) {
+		struct ofile *next = list->late_next;
+		of_release(fs, list);
+		list = next;
 	}
 }
 

@@ -41,6 +41,7 @@ struct vnode {
 struct ofile {
 	struct vfs_file f; /* first: flags, refs, position (vfs.h) */
 	struct vnode *vn;
+	struct ofile *late_next; /* on fs->late_puts */
 };
 
 struct ferrite_fs {
@@ -58,6 +59,11 @@ struct ferrite_fs {
 	 * the coordination file's tab_lock, share_impl.h) */
 	pthread_mutex_t lk_mutex;
 	struct lk_table *lk_private;
+	/* open files whose last reference a shared call dropped (another
+	 * thread closed the descriptor meanwhile): released by this process's
+	 * next call under the turn (of_put_late); under lk_mutex */
+	struct ofile *late_puts;
+	pid_t late_pid;
 
 	pthread_mutex_t vn_lock;
 	struct vnode **vn_hash;
@@ -332,6 +338,8 @@ void fd_close_all(ferrite_fs *fs);
 /* A descriptor's open file, referenced (of_put releases it); NULL: -EBADF. */
 struct ofile *fd_get(ferrite_fs *fs, int fd);
 void of_put(ferrite_fs *fs, struct ofile *of);
+/* Under the turn: releases the open files shared calls left (of_put). */
+void of_put_late(ferrite_fs *fs);
 /* Resolves the dirfd of an *at call to the inode relative paths start at.
  * Returns 0 (walk path from *at), 1 (the call names *at itself: empty path
  * with AT_EMPTY_PATH) or -errno. *held keeps the directory's open file alive

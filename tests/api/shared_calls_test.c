@@ -8,7 +8,11 @@
  *   - reader_killed: a process killed inside a shared call leaves its count
  *     in the coordination file; the next call that changes the pool clears
  *     it (the process is gone) instead of waiting for good, and nothing
- *     another process acknowledged is lost.
+ *     another process acknowledged is lost;
+ *   - read_stamps_atime: a read that stores the access time takes the turn;
+ *   - last_put_waits_for_turn: a shared call that drops an open file's last
+ *     reference (a close in another thread) leaves its release to the next
+ *     call under the turn.
  *
  *   ./shared_calls_test [CASE...]     FT_KILLS=N: kills in reader_killed (60)
  */
@@ -18,6 +22,7 @@
 #include <time.h>
 
 #include "fs/fs.h"
+#include "fs/pmfs.h"
 #include "space/share_impl.h"
 
 #define MiB   (1024ull * 1024)
@@ -236,9 +241,40 @@ static int c_read_stamps_atime(void)
 	return 0;
 }
 
+/* ---- the last reference dropped inside a shared call ----------------------------------- */
+
+/* Another thread closes a descriptor while a shared call (an fstat) holds
+ * its open file: the shared call drops the last reference, and what that
+ * releases -- here an unlinked file -- waits for the next call under the
+ * turn instead of being released without it. */
+static int c_last_put_waits_for_turn(void)
+{
+	ferrite_fs *fs;
+	FT_OK(ferrite_mount(pool, NULL, &fs));
+	FT_OK(ft_write_file(fs, "/gone", 4, 1 << 20, 0));
+	int fd = FT_OK(ferrite_open(fs, "/gone", O_RDONLY, 0));
+	FT_OK(ferrite_unlink(fs, "/gone"));
+	struct statvfs held, freed;
+	FT_OK(ferrite_statvfs(fs, &held));
+	FT_CHECK(pmfs_shared_enter(fs), "a shared call was refused on an idle pool");
+	struct ofile *of = fd_get(fs, fd); /* the shared call's reference */
+	FT_CHECK(of, "fd_get");
+	FT_OK(ferrite_close(fs, fd)); /* the other thread's close */
+	of_put(fs, of);		      /* the shared call ends: the last reference */
+	int waiting = fs->late_puts == of;
+	pmfs_shared_leave(fs);
+	FT_CHECK(waiting, "the shared call released the file without the turn");
+	FT_OK(ferrite_statvfs(fs, &freed)); /* a call under the turn */
+	FT_CHECK(!fs->late_puts, "the next call left the file waiting");
+	FT_CHECK(freed.f_bfree > held.f_bfree, "the unlinked file was never released");
+	FT_UNMOUNT_CLEAN(&fs, pool);
+	return 0;
+}
+
 static const struct ft_case cases[] = {
     {"committed_only", c_committed_only, 0},
     {"read_stamps_atime", c_read_stamps_atime, 0},
+    {"last_put_waits_for_turn", c_last_put_waits_for_turn, 0},
     {"reader_killed", c_reader_killed, 0},
 };
 
