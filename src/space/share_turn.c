@@ -4,16 +4,76 @@
  * that several processes have open, and when calls that only read may run
  * in several at once. The invariants, the validation of the coordination
  * file and the crash argument are share.c's; this file holds the code that
- * runs on every call.
+ * runs on every call, and the reading of /proc that tells whether a
+ * process is still there.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "space/share_impl.h"
+
+/* ---- processes: alive, and which one (H3, H6) ---------------------------------------- */
+
+int share_proc_state(uint32_t pid, uint64_t *start)
+{
+	char path[64], buf[512];
+	if (!pid)
+		return 0;
+	snprintf(path, sizeof(path), "/proc/%u/stat", pid);
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		if (errno == ENOENT || errno == ESRCH)
+			return 0;
+		/* out of descriptors, say: ask the kernel whether pid is there */
+		return kill((pid_t)pid, 0) && errno == ESRCH ? 0 : -1;
+	}
+	ssize_t n = read(fd, buf, sizeof(buf) - 1);
+	int e = errno;
+	close(fd);
+	if (n <= 0)
+		return n < 0 && e == ESRCH ? 0 : -1;
+	buf[n] = '\0';
+	char *p = strrchr(buf, ')');
+	if (!p || p[1] != ' ')
+		return -1;
+	char state = p[2];
+	if (state == 'X' || state == 'x')
+		return 0;
+	/* fields after the name: 3 state ... 20 num_threads ... 22 starttime */
+	p += 2;
+	long threads = 0;
+	for (int field = 3; field < 22 && p; field++) {
+		p = strchr(p, ' ');
+		if (p)
+			p++;
+		if (p && field + 1 == 20)
+			threads = strtol(p, NULL, 10);
+	}
+	if (!p)
+		return -1;
+	/* a zombie, unless only its main thread ended (pthread_exit) and the
+	 * others still run calls */
+	if (state == 'Z' && threads <= 1)
+		return 0;
+	*start = strtoull(p, NULL, 10);
+	return 1;
+}
+
+uint64_t share_proc_start(uint32_t pid)
+{
+	uint64_t start;
+	return share_proc_state(pid, &start) > 0 ? start : 0;
+}
 
 /* ---- the turn (H1-H3) -------------------------------------------------------------- */
 
