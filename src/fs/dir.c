@@ -674,6 +674,23 @@ static int pick_hash_small(struct tx *tx, const struct slots *s, uint64_t h, uin
 	return fr_err(-ENOSPC, "too many names with the same hash in one directory");
 }
 
+/* -EEXIST if hash v is taken in s by name itself (base hash h), -EUCLEAN,
+ * or 0. The caller looked the name up without the transaction; this looks
+ * again through it, where the probe meets a stored hash anyway, so that a
+ * stale view can never commit a second entry of one name. */
+static int name_taken(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const struct slots *s,
+		      const char *name, size_t len, uint64_t h, uint64_t v)
+{
+	if (!slots_has_hash(tx, s, v))
+		return 0;
+	struct fr_dentry *d;
+	int rc = slots_find(fs, tx, dir, s, name, len, h, &d);
+	if (rc > 0)
+		return fr_err(-EEXIST, "directory %llu: \"%.*s\" is there already",
+			      (unsigned long long)ino_of(fs, dir), (int)len, name);
+	return rc;
+}
+
 /* Finds (making room if needed) the slot set that will hold name; returns
  * the stored hash to use (R1). */
 static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, const char *name,
@@ -687,8 +704,12 @@ static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, con
 		if (!rc) {
 			if ((rc = small_slots(fs, tx, dir, s)) < 0)
 				return rc;
-			if (rc && (tx_get8(tx, s->used) & cap_mask(s->cap)) != cap_mask(s->cap))
-				return pick_hash_small(tx, s, h, hash);
+			if (rc) {
+				if ((rc = name_taken(fs, tx, dir, s, name, len, h, h)))
+					return rc;
+				if ((tx_get8(tx, s->used) & cap_mask(s->cap)) != cap_mask(s->cap))
+					return pick_hash_small(tx, s, h, hash);
+			}
 			if ((rc = grow_small(fs, tx, dir)))
 				return rc;
 			continue;
@@ -712,6 +733,8 @@ static int prepare_slot(ferrite_fs *fs, struct tx *tx, struct fr_inode *dir, con
 			slots_of_bucket(b, s);
 			if (!slots_has_hash(tx, s, v))
 				break;
+			if ((rc = name_taken(fs, tx, dir, s, name, len, h, v)))
+				return rc;
 		}
 		if ((bh.used & cap_mask(DB_SLOTS)) != cap_mask(DB_SLOTS)) {
 			*hash = v;

@@ -7,9 +7,11 @@
  * while others are added and removed.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 
 #include "fs/fs.h"
+#include "fs/pmfs.h"
 #include "unit.h"
 
 static const char *pool;
@@ -204,9 +206,48 @@ static int stable_entries_seen_once_while_changing(void)
 	return 0;
 }
 
+/* An insert of a name the directory holds already -- as a create whose
+ * lookup went through a stale view would ask for -- is refused (EEXIST)
+ * under the transaction, in a small directory and in a hashed one. */
+static int insert_refuses_a_second_entry(void)
+{
+	CHECK_EQ(setup(), 0);
+	char path[300];
+	for (int sizes = 0; sizes < 2; sizes++) {
+		const char *dir = sizes ? "/big" : "/small";
+		CHECK_EQ(ferrite_mkdir(fs, dir, 0755), 0);
+		int n = sizes ? 500 : 10;
+		for (int i = 0; i < n; i++) {
+			name_of(path, dir, i);
+			int fd = ferrite_open(fs, path, O_CREAT | O_EXCL | O_WRONLY, 0644);
+			CHECK(fd >= 0);
+			ferrite_close(fs, fd);
+		}
+		uint64_t dino = ino_at(dir);
+		for (int i = 0; i < n; i += 7) {
+			name_of(path, dir, i);
+			const char *name = path + strlen(dir) + 1;
+			uint64_t file = ino_at(path);
+			pmfs_call_enter(fs);
+			struct log_ctx *lc = op_begin(fs);
+			CHECK(lc != NULL);
+			int rc = dir_insert(fs, lc->tx, ino_ptr(fs, dino), name, strlen(name), file,
+					    DT_REG);
+			op_commit_or_abort(fs, lc, rc ? rc : -ECANCELED); /* abandoned */
+			op_end(fs, lc);
+			pmfs_call_leave(fs);
+			CHECK_EQ(rc, -EEXIST);
+		}
+		CHECK(index_ok(dir));
+	}
+	teardown();
+	return 0;
+}
+
 static const struct unit_case cases[] = {
     {"sizes_across_every_transition", sizes_across_every_transition},
     {"resume_from_any_cookie", resume_from_any_cookie},
     {"stable_entries_seen_once_while_changing", stable_entries_seen_once_while_changing},
+    {"insert_refuses_a_second_entry", insert_refuses_a_second_entry},
 };
 UNIT_MAIN(cases)
