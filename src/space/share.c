@@ -196,8 +196,8 @@ static void after_fork_child(void)
 	uint32_t me = (uint32_t)getpid();
 	for (struct pool_share *s = reg; s; s = s->next) {
 		pthread_mutex_init(&s->tab_lock, NULL);
-		if (s->attach_fd >=
-		    0) { /* the parent's to let go of (no unlock: it is theirs too) */
+		/* the parent's to let go of (no unlock: the lock is its too) */
+		if (s->attach_fd >= 0) {
 			close(s->attach_fd);
 			s->attach_fd = -1;
 		}
@@ -682,7 +682,9 @@ static int slot_claim(struct pool_share *s)
 			/* exec ended its shared calls with its threads */
 			__atomic_store_n(&f->reading[k].n, 0, __ATOMIC_SEQ_CST);
 			image = k;
-		} else if (!state || (state > 0 && start != f->procs[k].start) || pid == s->pid) {
+		} else if (!state ||
+			   (state > 0 && f->procs[k].start && start != f->procs[k].start) ||
+			   pid == s->pid) {
 			slot_reap(f, k);
 			why |= SHARE_REAPED;
 			if (mine < 0)
