@@ -251,8 +251,19 @@ static int open_share_file(const char *pool_path, const struct stat *pst, char *
 {
 	share_file_name(pst, name, cap);
 	mode_t mode = (pst->st_mode & 0666) | 0600;
-	int fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
-	if (fd >= 0) {
+	int fd, existing = 0;
+	for (int tries = 0;; tries++) {
+		fd = open(name, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+		if (fd >= 0 || errno != EEXIST)
+			break;
+		fd = open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+		existing = fd >= 0 || errno != ENOENT || tries == 1000;
+		if (existing)
+			break;
+		/* there, then gone before we opened it (the last process out
+		 * removed it): make it again */
+	}
+	if (!existing && fd >= 0) {
 		/* the pool's readers and writers may join; made by root for
 		 * another's pool, it is the pool owner's */
 		if (fchmod(fd, mode) ||
@@ -265,9 +276,8 @@ static int open_share_file(const char *pool_path, const struct stat *pst, char *
 		}
 		return fd;
 	}
-	if (errno != EEXIST)
+	if (!existing)
 		return fr_err(-errno, "%s: cannot create %s: %s", pool_path, name, strerror(errno));
-	fd = open(name, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 	struct stat st;
 	if (fd < 0 || fstat(fd, &st)) {
 		int e = errno;
@@ -483,8 +493,14 @@ void share_detach(struct pool *p)
 		     : -1;
 	struct stat st;
 	if (fd >= 0 && !flock(fd, LOCK_EX) && !fstat(fd, &st) && st.st_ino == s->file_ino &&
-	    !flock(p->fd, LOCK_EX | LOCK_NB))
+	    !flock(p->fd, LOCK_EX | LOCK_NB)) {
+		/* the pool goes first: an attacher that finds the file gone
+		 * makes a new one, and must not then find the pool held alone
+		 * by a process on its way out (it would take that one for a
+		 * process that does not share the pool: EBUSY) */
+		flock(p->fd, LOCK_UN);
 		unlink(s->name);
+	}
 	if (fd >= 0)
 		close(fd);
 	free(s);

@@ -409,6 +409,42 @@ static int c_recovery_first(void)
 	return 0;
 }
 
+/* ---- mounts and unmounts at once never refuse each other --------------------------- */
+
+#define CHURN_ROUNDS 300
+
+static int churn_child(void *arg)
+{
+	(void)arg;
+	for (int i = 0; i < CHURN_ROUNDS; i++) {
+		ferrite_fs *fs;
+		int rc = ferrite_mount(pool, NULL, &fs);
+		if (rc) {
+			fprintf(stderr, "mount %d: %s: %s\n", i, ft_errname(rc), ferrite_errmsg());
+			return -1;
+		}
+		if (ferrite_unmount(fs))
+			return -1;
+	}
+	return 0;
+}
+
+/* Four processes mount and unmount the pool over and over: whoever is
+ * last out removes the coordination file while others attach, and none
+ * may take another for a process that holds the pool alone (EBUSY). */
+static int c_mount_churn(void)
+{
+	pid_t pid[4];
+	for (int k = 0; k < 4; k++) {
+		pid[k] = ft_spawn(churn_child, NULL);
+		FT_CHECK(pid[k] > 0, "fork failed");
+	}
+	for (int k = 0; k < 4; k++)
+		FT_EQ(ft_reap(pid[k]), 0);
+	FT_EQ(ferrite_fsck(pool, 0, NULL, NULL, NULL, NULL), FERRITE_FSCK_CLEAN);
+	return 0;
+}
+
 /* ---- the check of a pool in use ------------------------------------------------- */
 
 struct problems {
@@ -728,6 +764,7 @@ static const struct ft_case cases[] = {
     {"parent_leaves_first", c_parent_leaves_first, 0},
     {"stale_share", c_stale_share, 0},
     {"recovery_first", c_recovery_first, 0},
+    {"mount_churn", c_mount_churn, 0},
 };
 
 int main(int argc, char **argv)
