@@ -392,17 +392,29 @@ int share_attach(struct pool *p, const struct stat *pst)
 		}
 		close(fd);
 	}
-	if (flock(p->fd, LOCK_EX | LOCK_NB) == 0) {
-		/* alone: build the file afresh, then share the pool (the
-		 * conversion is not atomic; whoever slips in is refused below) */
-		rc = map_share(s, fd, 1, p->path, name);
-		p->share_first = 1;
-		if (flock(p->fd, LOCK_SH | LOCK_NB))
-			rc = rc ? rc : -EWOULDBLOCK;
-	} else if (flock(p->fd, LOCK_SH | LOCK_NB) == 0) {
-		rc = map_share(s, fd, 0, p->path, name);
-	} else {
-		rc = -EWOULDBLOCK;
+	for (int tries = 0;; tries++) {
+		if (flock(p->fd, LOCK_EX | LOCK_NB) == 0) {
+			/* alone: build the file afresh, then share the pool (the
+			 * conversion is not atomic; whoever slips in is refused
+			 * below) */
+			rc = map_share(s, fd, 1, p->path, name);
+			p->share_first = 1;
+			if (flock(p->fd, LOCK_SH | LOCK_NB))
+				rc = rc ? rc : -EWOULDBLOCK;
+			break;
+		}
+		if (flock(p->fd, LOCK_SH | LOCK_NB) == 0) {
+			rc = map_share(s, fd, 0, p->path, name);
+			break;
+		}
+		/* held alone: by a check, which refuses us, or by the last
+		 * process out, which removed the file we have just made anew
+		 * and lets go of the pool in a moment */
+		if (tries == 100) {
+			rc = -EWOULDBLOCK;
+			break;
+		}
+		usleep(1000);
 	}
 	if (rc && !p->share_first) {
 		/* never built: an empty file must not outlive this attempt */
@@ -493,14 +505,8 @@ void share_detach(struct pool *p)
 		     : -1;
 	struct stat st;
 	if (fd >= 0 && !flock(fd, LOCK_EX) && !fstat(fd, &st) && st.st_ino == s->file_ino &&
-	    !flock(p->fd, LOCK_EX | LOCK_NB)) {
-		/* the pool goes first: an attacher that finds the file gone
-		 * makes a new one, and must not then find the pool held alone
-		 * by a process on its way out (it would take that one for a
-		 * process that does not share the pool: EBUSY) */
-		flock(p->fd, LOCK_UN);
-		unlink(s->name);
-	}
+	    !flock(p->fd, LOCK_EX | LOCK_NB))
+		unlink(s->name); /* held alone: no file of another can go by name */
 	if (fd >= 0)
 		close(fd);
 	free(s);
