@@ -12,6 +12,7 @@
 #ifndef FERRITE_FUSE_FRONT_H
 #define FERRITE_FUSE_FRONT_H
 
+#include <pthread.h>
 #include <stdint.h>
 
 #include "ferrite.h"
@@ -55,11 +56,42 @@ struct ffront {
 	/* fuse_wire.c: the kernel offered / the daemon took FUSE_HANDLE_KILLPRIV_V2
 	 * (then the daemon clears set-id bits on write and truncate) */
 	int kernel_killpriv_v2, init_replied, killpriv_v2;
+	/* fuse_frees.c: forgets and releases read but not yet carried out */
+	pthread_mutex_t frees_lock;
+	pthread_cond_t frees_cv;
+	uint64_t frees_pending, frees_finished;
+	int frees_slow_ms;
 };
 
 /* Hooks the session's /dev/fuse I/O (after fuse_session_mount). */
 
 int fuse_wire_install(struct fuse_session *se, struct ffront *ff);
+
+/* ---- space coming back (fuse_frees.c) --------------------------------------------- */
+
+int frees_init(struct ffront *ff);
+void frees_fini(struct ffront *ff);
+/* A FORGET, BATCH_FORGET, RELEASE or RELEASEDIR was read from the kernel;
+ * its handler calls frees_slow first and frees_done when it has finished. */
+void frees_started(struct ffront *ff);
+void frees_slow(const struct ffront *ff);
+void frees_done(struct ffront *ff);
+/* How many have finished; taken before a call that may need space. */
+uint64_t frees_seen(struct ffront *ff);
+/* After that call failed with -ENOSPC: waits for the ones in flight;
+ * 1 if any finished since *seen (try the call again), else 0. */
+int frees_settle(struct ffront *ff, uint64_t *seen);
+
+/* call, tried again while it fails with -ENOSPC and space came back */
+#define FF_UNTIL_FULL(ff, call)                                                                    \
+	({                                                                                         \
+		struct ffront *ff_full_ = (ff);                                                    \
+		uint64_t ff_seen_ = frees_seen(ff_full_);                                          \
+		__typeof__(call) ff_rc_ = (call);                                                  \
+		while ((long long)ff_rc_ == -ENOSPC && frees_settle(ff_full_, &ff_seen_))          \
+			ff_rc_ = (call);                                                           \
+		ff_rc_;                                                                            \
+	})
 
 /* ---- node table (fuse_nodes.c) ---------------------------------------------------- */
 

@@ -93,6 +93,11 @@ int fuse_front_run(const struct fuse_front_opts *o)
 	 * would not see another process's changes */
 	struct ferrite_mount_opts mo = {.mode =
 					    o->mode | (o->shared ? 0 : FERRITE_MOUNT_EXCLUSIVE)};
+	int rc = frees_init(&ff);
+	if (rc < 0) {
+		say(o, rc, "cannot start: %s", strerror(-rc));
+		return rc;
+	}
 	/* `ferrite umount` knows the daemon is gone when this lock on the
 	 * directory under the mount is free (a shared pool's flock is not) */
 	int dirlock = open(o->mountpoint, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -100,11 +105,12 @@ int fuse_front_run(const struct fuse_front_opts *o)
 		close(dirlock);
 		dirlock = -1;
 	}
-	int rc = ferrite_mount(o->pool, &mo, &ff.fs);
+	rc = ferrite_mount(o->pool, &mo, &ff.fs);
 	if (rc < 0) {
 		say(o, rc, "%s", ferrite_errmsg());
 		if (dirlock >= 0)
 			close(dirlock);
+		frees_fini(&ff);
 		return rc;
 	}
 	struct stat st;
@@ -168,5 +174,6 @@ out_pool:
 	}
 	if (dirlock >= 0)
 		close(dirlock);
+	frees_fini(&ff);
 	return rc;
 }

@@ -148,16 +148,23 @@ static void reply_made(fuse_req_t req, int dfd, const char *name, int rc)
 		reply_entry(req, &e);
 }
 
+/* The last forget of an unlinked file gives its space back (fuse_frees.c). */
 static void ll_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	fnode_unref(ff_of(req), ino, nlookup);
+	struct ffront *ff = ff_of(req);
+	frees_slow(ff);
+	fnode_unref(ff, ino, nlookup);
+	frees_done(ff);
 	fuse_reply_none(req);
 }
 
 static void ll_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
 {
+	struct ffront *ff = ff_of(req);
+	frees_slow(ff);
 	for (size_t i = 0; i < count; i++)
-		fnode_unref(ff_of(req), forgets[i].ino, forgets[i].nlookup);
+		fnode_unref(ff, forgets[i].ino, forgets[i].nlookup);
+	frees_done(ff);
 	fuse_reply_none(req);
 }
 
@@ -270,7 +277,8 @@ static void ll_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	int dfd = node_fd(req, parent);
 	cred_enter(req);
 	int rc = dfd < 0 ? dfd
-			 : ferrite_mknodat(ff_of(req)->fs, dfd, name, apply_umask(req, mode), rdev);
+			 : FF_UNTIL_FULL(ff_of(req), ferrite_mknodat(ff_of(req)->fs, dfd, name,
+								     apply_umask(req, mode), rdev));
 	reply_made(req, dfd, name, rc);
 	cred_leave();
 }
@@ -279,7 +287,9 @@ static void ll_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 {
 	int dfd = node_fd(req, parent);
 	cred_enter(req);
-	int rc = dfd < 0 ? dfd : ferrite_mkdirat(ff_of(req)->fs, dfd, name, apply_umask(req, mode));
+	int rc = dfd < 0 ? dfd
+			 : FF_UNTIL_FULL(ff_of(req), ferrite_mkdirat(ff_of(req)->fs, dfd, name,
+								     apply_umask(req, mode)));
 	reply_made(req, dfd, name, rc);
 	cred_leave();
 }
@@ -288,7 +298,9 @@ static void ll_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, cons
 {
 	int dfd = node_fd(req, parent);
 	cred_enter(req);
-	int rc = dfd < 0 ? dfd : ferrite_symlinkat(ff_of(req)->fs, link, dfd, name);
+	int rc =
+	    dfd < 0 ? dfd
+		    : FF_UNTIL_FULL(ff_of(req), ferrite_symlinkat(ff_of(req)->fs, link, dfd, name));
 	reply_made(req, dfd, name, rc);
 	cred_leave();
 }
@@ -299,7 +311,8 @@ static void ll_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const 
 	cred_enter(req);
 	int rc = fd < 0 ? fd : dfd < 0 ? dfd : 0;
 	if (!rc)
-		rc = ferrite_linkat(ff_of(req)->fs, fd, "", dfd, newname, AT_EMPTY_PATH);
+		rc = FF_UNTIL_FULL(ff_of(req), ferrite_linkat(ff_of(req)->fs, fd, "", dfd, newname,
+							      AT_EMPTY_PATH));
 	reply_made(req, dfd, newname, rc);
 	cred_leave();
 }
@@ -329,7 +342,8 @@ static void ll_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	int rc = dfd < 0 ? dfd : ndfd < 0 ? ndfd : 0;
 	cred_enter(req);
 	if (!rc)
-		rc = ferrite_renameat2(ff_of(req)->fs, dfd, name, ndfd, newname, flags);
+		rc = FF_UNTIL_FULL(
+		    ff_of(req), ferrite_renameat2(ff_of(req)->fs, dfd, name, ndfd, newname, flags));
 	cred_leave();
 	reply_rc(req, rc);
 }
@@ -378,9 +392,11 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct fuse_entry_param e;
 	int dfd = node_fd(req, parent);
 	cred_enter(req);
-	int iofd = dfd < 0 ? dfd
-			   : ferrite_openat(ff->fs, dfd, name, io_flags(fi->flags) | O_CREAT,
-					    apply_umask(req, mode));
+	int iofd =
+	    dfd < 0
+		? dfd
+		: FF_UNTIL_FULL(ff, ferrite_openat(ff->fs, dfd, name, io_flags(fi->flags) | O_CREAT,
+						   apply_umask(req, mode)));
 	cred_leave();
 	if (iofd < 0) {
 		reply_rc(req, iofd);
@@ -512,6 +528,22 @@ static int restore_refused_pages(struct ffront *ff, fuse_ino_t ino, int fd, off_
 	return rc;
 }
 
+/* A write: the whole of it, unless the pool is full (or refuses it otherwise)
+ * with no space coming back (fuse_frees.c); else the bytes written, or the
+ * error if none were. */
+static ssize_t write_until_full(struct ffront *ff, int fd, const char *buf, size_t size, off_t off)
+{
+	uint64_t seen = frees_seen(ff);
+	size_t done = 0;
+	for (;;) {
+		ssize_t n = ferrite_pwrite(ff->fs, fd, buf + done, size - done, off + (off_t)done);
+		if (n > 0)
+			done += (size_t)n;
+		if (done == size || n == 0 || (n < 0 && (n != -ENOSPC || !frees_settle(ff, &seen))))
+			return done ? (ssize_t)done : n;
+	}
+}
+
 static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *bufv, off_t off,
 			 struct fuse_file_info *fi)
 {
@@ -522,7 +554,7 @@ static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 	 * engine takes set-id bits away as the kernel would, for the writer. */
 	cred_enter(req);
 	if (bufv->count == 1 && !(bufv->buf[0].flags & FUSE_BUF_IS_FD)) {
-		n = ferrite_pwrite(ff->fs, (int)fi->fh, bufv->buf[0].mem, size, off);
+		n = write_until_full(ff, (int)fi->fh, bufv->buf[0].mem, size, off);
 	} else {
 		/* spliced or scattered: gather into memory first */
 		struct fuse_bufvec dst = FUSE_BUFVEC_INIT(size);
@@ -534,7 +566,7 @@ static void ll_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *buf
 		}
 		n = fuse_buf_copy(&dst, bufv, 0);
 		if (n >= 0)
-			n = ferrite_pwrite(ff->fs, (int)fi->fh, dst.buf[0].mem, (size_t)n, off);
+			n = write_until_full(ff, (int)fi->fh, dst.buf[0].mem, (size_t)n, off);
 	}
 	cred_leave();
 	/* R1: ferrite_pwrite returned, the data is durable */
@@ -558,7 +590,11 @@ static void ll_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 
 static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	reply_rc(req, ferrite_close(ff_of(req)->fs, (int)fi->fh));
+	struct ffront *ff = ff_of(req);
+	frees_slow(ff);
+	int rc = ferrite_close(ff->fs, (int)fi->fh);
+	frees_done(ff);
+	reply_rc(req, rc);
 }
 
 static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
@@ -571,7 +607,8 @@ static void ll_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void ll_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
 			 struct fuse_file_info *fi)
 {
-	reply_rc(req, ferrite_fallocate(ff_of(req)->fs, (int)fi->fh, mode, offset, length));
+	reply_rc(req, FF_UNTIL_FULL(ff_of(req), ferrite_fallocate(ff_of(req)->fs, (int)fi->fh, mode,
+								  offset, length)));
 }
 
 static void ll_lseek(fuse_req_t req, fuse_ino_t ino, off_t off, int whence,
@@ -588,8 +625,9 @@ static void ll_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
 			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
 			       struct fuse_file_info *fi_out, size_t len, int flags)
 {
-	ssize_t n = ferrite_copy_file_range(ff_of(req)->fs, (int)fi_in->fh, &off_in,
-					    (int)fi_out->fh, &off_out, len, (unsigned)flags);
+	ssize_t n = FF_UNTIL_FULL(
+	    ff_of(req), ferrite_copy_file_range(ff_of(req)->fs, (int)fi_in->fh, &off_in,
+						(int)fi_out->fh, &off_out, len, (unsigned)flags));
 	if (n < 0)
 		reply_rc(req, (int)n);
 	else
@@ -758,11 +796,14 @@ static void ll_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void ll_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct ffront *ff = ff_of(req);
 	struct fdir *d = (struct fdir *)(uintptr_t)fi->fh;
+	frees_slow(ff);
 	ferrite_closedir(d->dir);
-	ferrite_close(ff_of(req)->fs, d->fd);
+	ferrite_close(ff->fs, d->fd);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
+	frees_done(ff);
 	reply_rc(req, 0);
 }
 
@@ -778,7 +819,9 @@ static void ll_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 {
 	int fd = node_fd(req, ino);
 	cred_enter(req);
-	int rc = fd < 0 ? fd : ferrite_fsetxattr(ff_of(req)->fs, fd, name, value, size, flags);
+	int rc = fd < 0 ? fd
+			: FF_UNTIL_FULL(ff_of(req), ferrite_fsetxattr(ff_of(req)->fs, fd, name,
+								      value, size, flags));
 	cred_leave();
 	reply_rc(req, rc);
 }

@@ -34,6 +34,10 @@ static ssize_t wire_read(int fd, void *buf, size_t len, void *userdata)
 		__atomic_store_n(&ff->kernel_killpriv_v2,
 				 (init->flags & FUSE_HANDLE_KILLPRIV_V2) != 0, __ATOMIC_RELEASE);
 	}
+	if (n >= (ssize_t)sizeof(*in) &&
+	    (in->opcode == FUSE_FORGET || in->opcode == FUSE_BATCH_FORGET ||
+	     in->opcode == FUSE_RELEASE || in->opcode == FUSE_RELEASEDIR))
+		frees_started(ff);
 	return n;
 }
 

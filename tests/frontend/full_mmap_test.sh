@@ -3,7 +3,10 @@
 # pool (full_mmap_test.c), through the FUSE mount in sync and strict mode and
 # through the preload shim: the failure is seen (msync, or mmap itself), the
 # page cache never shows bytes the pool does not hold, the stores are kept
-# once space is back, and fsck is clean afterwards.
+# once space is back, and fsck is clean afterwards. "slow" is the sync mount
+# with the daemon's forgets and releases held back (FERRITE_TEST_SLOW_FREES_MS):
+# the store after the unlink must wait for the space the forget gives back,
+# not fail with ENOSPC (src/fuse/fuse_frees.c).
 # Usage: full_mmap_test.sh FERRITE FULL_MMAP_TEST
 set -u
 FERRITE=$1
@@ -30,10 +33,13 @@ export UBSAN_OPTIONS="${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}log_path=$tmp/sanitizer"
 mkdir "$mnt"
 
 if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
-	for mode in sync strict; do
+	for mode in sync strict slow; do
 		echo "== FUSE mount, mode=$mode"
 		fresh
-		"$FERRITE" mount -o mode=$mode "$pool" "$mnt" || bad "mount ($mode)"
+		slow_ms=0
+		[ $mode = slow ] && slow_ms=200
+		FERRITE_TEST_SLOW_FREES_MS=$slow_ms "$FERRITE" mount -o mode=${mode/slow/sync} \
+			"$pool" "$mnt" || bad "mount ($mode)"
 		"$TEST" "$mnt" || bad "through the mount ($mode)"
 		"$FERRITE" umount "$mnt" || bad "umount ($mode)"
 		"$FERRITE" fsck "$pool" >/dev/null 2>&1 || bad "fsck after the mount ($mode)"
