@@ -250,6 +250,8 @@ static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
+	uint64_t seen = 0;
+	frees_settle(ff_of(req), &seen); /* `rm big; df` shows the space back */
 	int rc = ferrite_statvfs(ff_of(req)->fs, &sv);
 	if (rc < 0)
 		reply_rc(req, rc);

@@ -6,7 +6,8 @@
 # once space is back, and fsck is clean afterwards. "slow" is the sync mount
 # with the daemon's forgets and releases held back (FERRITE_TEST_SLOW_FREES_MS):
 # the store after the unlink must wait for the space the forget gives back,
-# not fail with ENOSPC (src/fuse/fuse_frees.c).
+# not fail with ENOSPC, and statfs right after an rm counts that space as free
+# (src/fuse/fuse_frees.c).
 # Usage: full_mmap_test.sh FERRITE FULL_MMAP_TEST
 set -u
 FERRITE=$1
@@ -41,6 +42,16 @@ if [ -e /dev/fuse ] && command -v fusermount3 >/dev/null; then
 		FERRITE_TEST_SLOW_FREES_MS=$slow_ms "$FERRITE" mount -o mode=${mode/slow/sync} \
 			"$pool" "$mnt" || bad "mount ($mode)"
 		"$TEST" "$mnt" || bad "through the mount ($mode)"
+		if [ $mode = slow ]; then
+			# statfs right after rm counts the space the forget gives back
+			rm -f "$mnt"/fill-* "$mnt"/holes
+			before=$(stat -f -c '%a*%S' "$mnt")
+			head -c 8M /dev/zero >"$mnt/eight" || bad "write 8 MiB"
+			rm "$mnt/eight"
+			after=$(stat -f -c '%a*%S' "$mnt")
+			echo "free before the 8 MiB file: $((before)) bytes; right after its rm: $((after))"
+			[ $((after)) -ge $((before)) ] || bad "statfs right after rm misses the space"
+		fi
 		"$FERRITE" umount "$mnt" || bad "umount ($mode)"
 		"$FERRITE" fsck "$pool" >/dev/null 2>&1 || bad "fsck after the mount ($mode)"
 	done
