@@ -15,13 +15,14 @@
  *               RELEASEDIR requests read from /dev/fuse (fuse_wire.c, at the
  *               read itself, so no window is left between the kernel handing
  *               one over and the daemon counting it) whose handler has not
- *               finished; done counts those finished;
+ *               finished; finished counts those done;
  *             G2 a call that failed with -ENOSPC is tried again only if a
- *               count was finished since it first started (its space may be
- *               back); it waits for the pending ones first, at most
- *               FREES_WAIT_MS at a time, so a request libfuse read but never
- *               handed to a handler costs a refused call that long, never a
- *               hang.
+ *               count was finished since it last started (its space may be
+ *               back), and at most FREES_MAX_TRIES times (a mount busy with
+ *               closes cannot keep a call on a full pool going round); it
+ *               waits for the pending ones first, at most FREES_WAIT_MS at a
+ *               time, so a request libfuse read but never handed to a
+ *               handler costs a refused call that long, never a hang.
  * Crash argument: nothing here is persistent.
  * Locking: one mutex and condition variable; a waiter holds no library
  *   lock (its call has returned), so the handler it waits for can finish.
@@ -34,7 +35,8 @@
 
 #include "fuse/fuse_front.h"
 
-#define FREES_WAIT_MS 2000
+#define FREES_WAIT_MS	2000
+#define FREES_MAX_TRIES 8
 
 int frees_init(struct ffront *ff)
 {
@@ -88,15 +90,15 @@ void frees_done(struct ffront *ff)
 	pthread_mutex_unlock(&ff->frees_lock);
 }
 
-uint64_t frees_seen(struct ffront *ff)
+struct frees_mark frees_mark(struct ffront *ff)
 {
 	pthread_mutex_lock(&ff->frees_lock);
-	uint64_t n = ff->frees_finished;
+	struct frees_mark m = {ff->frees_finished, 0};
 	pthread_mutex_unlock(&ff->frees_lock);
-	return n;
+	return m;
 }
 
-int frees_settle(struct ffront *ff, uint64_t *seen)
+int frees_settle(struct ffront *ff, struct frees_mark *m)
 {
 	struct timespec until;
 	clock_gettime(CLOCK_MONOTONIC, &until);
@@ -110,8 +112,9 @@ int frees_settle(struct ffront *ff, uint64_t *seen)
 	while (ff->frees_pending &&
 	       pthread_cond_timedwait(&ff->frees_cv, &ff->frees_lock, &until) != ETIMEDOUT)
 		;
-	int again = ff->frees_finished != *seen;
-	*seen = ff->frees_finished;
+	int again = ff->frees_finished != m->seen && m->tries < FREES_MAX_TRIES;
+	m->seen = ff->frees_finished;
+	m->tries++;
 	pthread_mutex_unlock(&ff->frees_lock);
 	return again;
 }

@@ -77,18 +77,23 @@ void frees_started(struct ffront *ff);
 void frees_slow(const struct ffront *ff);
 void frees_done(struct ffront *ff);
 /* How many have finished; taken before a call that may need space. */
-uint64_t frees_seen(struct ffront *ff);
+struct frees_mark {
+	uint64_t seen;
+	unsigned tries;
+};
+struct frees_mark frees_mark(struct ffront *ff);
 /* After that call failed with -ENOSPC: waits for the ones in flight;
- * 1 if any finished since *seen (try the call again), else 0. */
-int frees_settle(struct ffront *ff, uint64_t *seen);
+ * 1 if any finished since *m (try the call again, a bounded number of
+ * times), else 0. */
+int frees_settle(struct ffront *ff, struct frees_mark *m);
 
 /* call, tried again while it fails with -ENOSPC and space came back */
 #define FF_UNTIL_FULL(ff, call)                                                                    \
 	({                                                                                         \
 		struct ffront *ff_full_ = (ff);                                                    \
-		uint64_t ff_seen_ = frees_seen(ff_full_);                                          \
+		struct frees_mark ff_mark_ = frees_mark(ff_full_);                                 \
 		__typeof__(call) ff_rc_ = (call);                                                  \
-		while ((long long)ff_rc_ == -ENOSPC && frees_settle(ff_full_, &ff_seen_))          \
+		while ((long long)ff_rc_ == -ENOSPC && frees_settle(ff_full_, &ff_mark_))          \
 			ff_rc_ = (call);                                                           \
 		ff_rc_;                                                                            \
 	})

@@ -250,8 +250,8 @@ static void ll_access(fuse_req_t req, fuse_ino_t ino, int mask)
 static void ll_statfs(fuse_req_t req, fuse_ino_t ino)
 {
 	struct statvfs sv;
-	uint64_t seen = 0;
-	frees_settle(ff_of(req), &seen); /* `rm big; df` shows the space back */
+	struct frees_mark m = {0, 0};
+	frees_settle(ff_of(req), &m); /* `rm big; df` shows the space back */
 	int rc = ferrite_statvfs(ff_of(req)->fs, &sv);
 	if (rc < 0)
 		reply_rc(req, rc);
@@ -535,13 +535,13 @@ static int restore_refused_pages(struct ffront *ff, fuse_ino_t ino, int fd, off_
  * error if none were. */
 static ssize_t write_until_full(struct ffront *ff, int fd, const char *buf, size_t size, off_t off)
 {
-	uint64_t seen = frees_seen(ff);
+	struct frees_mark m = frees_mark(ff);
 	size_t done = 0;
 	for (;;) {
 		ssize_t n = ferrite_pwrite(ff->fs, fd, buf + done, size - done, off + (off_t)done);
 		if (n > 0)
 			done += (size_t)n;
-		if (done == size || n == 0 || (n < 0 && (n != -ENOSPC || !frees_settle(ff, &seen))))
+		if (done == size || n == 0 || (n < 0 && (n != -ENOSPC || !frees_settle(ff, &m))))
 			return done ? (ssize_t)done : n;
 	}
 }
