@@ -15,7 +15,10 @@
  *               RELEASEDIR requests read from /dev/fuse (fuse_wire.c, at the
  *               read itself, so no window is left between the kernel handing
  *               one over and the daemon counting it) whose handler has not
- *               finished; finished counts those done;
+ *               finished, and the releases whose space comes back only at
+ *               their node's forget (fuse_nodes.c F3: between the release's
+ *               reply and the kernel's forget nothing would be counted);
+ *               finished counts those done;
  *             G2 a call that failed with -ENOSPC is tried again only if a
  *               count was finished since it last started (its space may be
  *               back), and at most FREES_MAX_TRIES times (a mount busy with

@@ -116,5 +116,10 @@ int fnode_fd(struct ffront *ff, uint64_t id);
 void fnode_ref(struct ffront *ff, uint64_t ino, int fd);
 /* The kernel dropped n references; the last closes the descriptor. */
 void fnode_unref(struct ffront *ff, uint64_t id, uint64_t n);
+/* An open file of node id was opened, or closed (released: by the kernel's
+ * RELEASE, whose count in fuse_frees.c then stays pending until the node's
+ * forget if the function returns 1: see fuse_nodes.c F3). */
+void fnode_handle_opened(struct ffront *ff, uint64_t id);
+int fnode_handle_closed(struct ffront *ff, uint64_t id, int released);
 
 #endif

@@ -8,7 +8,14 @@
  *             F2 that descriptor keeps the inode alive in the library even
  *               after its last name is removed, so the node id (= inode
  *               number) cannot be reused for another file while the kernel
- *               may still send requests for it.
+ *               may still send requests for it;
+ *             F3 handles counts the node's open files (opened, not yet
+ *               released); when the last one is released from a regular
+ *               file that has no name left, its space comes back only at the
+ *               kernel's forget, which follows the release's reply: the
+ *               release's count in fuse_frees.c stays pending until then
+ *               (awaits_forget), so no call sees the pool fuller than it is
+ *               in between.
  * Crash argument: nothing here is persistent; after a crash the kernel's
  *   node ids die with the mount, and the library's orphan list releases
  *   inodes that were only kept by a descriptor.
@@ -20,6 +27,7 @@
 #include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 
 #include "fuse_front.h"
 
@@ -30,6 +38,8 @@ struct fnode {
 	int fd;
 	uint64_t nlookup;
 	struct fnode *next;
+	uint32_t handles;  /* F3 */
+	int awaits_forget; /* F3: holds one count of fuse_frees.c */
 };
 
 struct fn_shard {
@@ -150,7 +160,7 @@ void fnode_ref(struct ffront *ff, uint64_t ino, int fd)
 		ferrite_close(ff->fs, fd);
 		return;
 	}
-	*n = (struct fnode){id, fd, 1, NULL};
+	*n = (struct fnode){.id = id, .fd = fd, .nlookup = 1};
 	*pp = n;
 	if (++s->count > s->cap * 2)
 		fn_grow(s);
@@ -174,5 +184,42 @@ void fnode_unref(struct ffront *ff, uint64_t id, uint64_t nlookup)
 	s->count--;
 	pthread_mutex_unlock(&s->lock);
 	ferrite_close(ff->fs, n->fd);
+	if (n->awaits_forget)
+		frees_done(ff); /* F3: the space is back */
 	free(n);
+}
+
+void fnode_handle_opened(struct ffront *ff, uint64_t id)
+{
+	struct fn_shard *s = fn_shard(ff->nodes, id);
+	pthread_mutex_lock(&s->lock);
+	struct fnode *n = *fn_slot(s, id);
+	if (n)
+		n->handles++;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int fnode_handle_closed(struct ffront *ff, uint64_t id, int released)
+{
+	struct fn_shard *s = fn_shard(ff->nodes, id);
+	pthread_mutex_lock(&s->lock);
+	struct fnode *n = *fn_slot(s, id);
+	if (n && n->handles)
+		n->handles--;
+	int last = n && !n->handles && !n->awaits_forget;
+	int fd = n ? n->fd : -1;
+	pthread_mutex_unlock(&s->lock);
+	/* The node outlives this call: the kernel holds the inode until the
+	 * release is answered, so its forget cannot come meanwhile. */
+	struct stat st;
+	if (!released || !last || ferrite_fstat(ff->fs, fd, &st) != 0 || st.st_nlink != 0 ||
+	    !S_ISREG(st.st_mode))
+		return 0;
+	pthread_mutex_lock(&s->lock);
+	n = *fn_slot(s, id);
+	int awaits = n && !n->handles && !n->awaits_forget;
+	if (awaits)
+		n->awaits_forget = 1;
+	pthread_mutex_unlock(&s->lock);
+	return awaits;
 }

@@ -383,8 +383,11 @@ static void ll_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->fh = (uint64_t)iofd;
 	cache_policy(ff_of(req), fi);
-	if (fuse_reply_open(req, fi) == -ENOENT)
+	fnode_handle_opened(ff_of(req), ino);
+	if (fuse_reply_open(req, fi) == -ENOENT) {
+		fnode_handle_closed(ff_of(req), ino, 0);
 		ferrite_close(ff_of(req)->fs, iofd);
+	}
 }
 
 static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -421,7 +424,9 @@ static void ll_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	fnode_ref(ff, (uint64_t)e.attr.st_ino, pfd);
 	fi->fh = (uint64_t)iofd;
 	cache_policy(ff, fi);
+	fnode_handle_opened(ff, e.ino);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
+		fnode_handle_closed(ff, e.ino, 0);
 		fnode_unref(ff, e.ino, 1);
 		ferrite_close(ff->fs, iofd);
 	}
@@ -595,7 +600,8 @@ static void ll_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	struct ffront *ff = ff_of(req);
 	frees_slow(ff);
 	int rc = ferrite_close(ff->fs, (int)fi->fh);
-	frees_done(ff);
+	if (!fnode_handle_closed(ff, ino, 1))
+		frees_done(ff); /* else the node's forget ends this count */
 	reply_rc(req, rc);
 }
 
